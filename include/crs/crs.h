@@ -1,0 +1,228 @@
+/*
+ * crs.h - cross-process reactive streams: the public API.
+ *
+ * A publisher creates a named stream; subscribers in other processes open it
+ * by name. Messages travel through a shared-memory ring without copies: the
+ * publisher claims space, writes in place and commits; a subscriber polls a
+ * view into the ring and releases it after use. Demand flows back as
+ * Reactive Streams request(n) credit in shared memory.
+ *
+ * Conventions (as in liburing): every call returns 0 or a count on success
+ * and a negative errno value (or a negative CRS_E* code) on failure;
+ * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * one thread at a time; different handles are independent.
+ */
+#ifndef CRS_CRS_H
+#define CRS_CRS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRS_VERSION_MAJOR 0
+#define CRS_VERSION_MINOR 1
+
+/* ---- Types ------------------------------------------------------------ */
+
+typedef struct crs_pub crs_pub; /* one publisher of one stream */
+typedef struct crs_sub crs_sub; /* one subscription to one stream */
+
+/* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
+#define CRS_UNBOUNDED UINT64_MAX
+
+/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+#define CRS_NAME_MAX 64
+/* Longest error message carried by a terminal signal (bytes, without NUL). */
+#define CRS_ERRMSG_MAX 128
+
+/* Library error codes beyond errno (returned negated, like errno values). */
+enum {
+	CRS_EBASE = 10000,
+	CRS_ENODEMAND,	/* claim: subscribers have not requested more */
+	CRS_ENOROOM,	/* claim: the ring is full of unconsumed messages */
+	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
+	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
+	CRS_EVERSION,	/* peer speaks another layout or handshake version */
+	CRS_ELAST
+};
+
+/* Stream modes. */
+enum crs_mode {
+	CRS_MODE_PUBLISH = 0, /* lockstep: emit the minimum demand of all */
+};
+
+struct crs_pub_opts {
+	uint32_t mode;		  /* enum crs_mode; default CRS_MODE_PUBLISH */
+	uint64_t ring_bytes;	  /* power of two, 4 KiB..1 GiB; default 1 MiB */
+	uint32_t max_message;	  /* largest message; default and cap ring/4 */
+	uint32_t max_subscribers; /* 1..64; default 64 */
+	uint32_t allow_uid_any;	  /* 1: accept peers of any uid (default 0) */
+};
+
+struct crs_sub_opts {
+	uint32_t prefetch; /* request this many up front and replenish at 75%;
+			      0 = manual crs_sub_request() only; default 128 */
+	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
+			      with -ENOENT (default), -1 forever */
+	int handshake_ms;  /* how long the publisher may take to answer;
+			      default 5000, -1 forever */
+};
+
+/* A message as the subscriber sees it: a read-only view into the ring,
+ * valid until crs_sub_release() or the next crs_sub_poll(). */
+struct crs_msg {
+	const void *data;
+	size_t len;
+	uint64_t seq; /* sequence number in the stream, from 0 */
+};
+
+/* How a stream ended for one subscriber. */
+struct crs_end {
+	int code; /* 0: completed; else an errno-style code (EPIPE: the
+		     publisher died or closed without completing; ECANCELED;
+		     EINVAL: request(0); or the publisher's own error code) */
+	char message[CRS_ERRMSG_MAX + 1];
+};
+
+/* Callbacks for crs_sub_dispatch(). on_next may be NULL to count only.
+ * The message view is valid only during the callback. */
+struct crs_sub_callbacks {
+	void (*on_next)(void *ctx, const struct crs_msg *msg);
+	void (*on_complete)(void *ctx);
+	void (*on_error)(void *ctx, int code, const char *message);
+};
+
+/* ---- Errors and options ----------------------------------------------- */
+
+/* A static string for any code this library returns (negative or not). */
+const char *crs_strerror(int code);
+
+/* Fill with the defaults described above. */
+void crs_pub_opts_init(struct crs_pub_opts *opts);
+void crs_sub_opts_init(struct crs_sub_opts *opts);
+
+/* The runtime directory streams live in ($CRS_DIR, else
+ * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID). Returns the length or -errno. */
+int crs_runtime_dir(char *buf, size_t size);
+
+/* 0 if name is a valid stream name, else -EINVAL. */
+int crs_name_check(const char *name);
+
+/* ---- Publisher -------------------------------------------------------- */
+
+/* Create stream `name` and start listening for subscribers. A stale
+ * stream of a dead publisher is replaced. opts may be NULL.
+ * Returns 0, -EEXIST (a live publisher owns the name), -EINVAL, -ENOMEM,
+ * or another -errno from the system. */
+int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
+		   crs_pub **out);
+
+/* Reserve len bytes in the ring; *buf points at them. Hot path: no
+ * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
+ * -EMSGSIZE (len > max_message), -EALREADY (a claim is open) or
+ * -ESHUTDOWN (the stream has terminated). */
+int crs_pub_claim(crs_pub *pub, size_t len, void **buf);
+
+/* Publish the claimed message with its final length len (<= the claimed
+ * length). Returns 0, -EINVAL (no claim, or len too long). */
+int crs_pub_commit(crs_pub *pub, size_t len);
+
+/* Drop the open claim, publishing nothing. */
+void crs_pub_abort(crs_pub *pub);
+
+/* Copying convenience: claim, copy, commit. Same returns as claim. */
+int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
+
+/* How many messages may be published now (demand), CRS_UNBOUNDED if
+ * unbounded; 0 with no subscriber. Ring room is not counted. */
+uint64_t crs_pub_demand(crs_pub *pub);
+
+/* Wait until a claim of len bytes would succeed, serving subscribers
+ * (accepting new ones, noticing departures) meanwhile. timeout_ms < 0
+ * waits forever. Returns 0, -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN. */
+int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
+
+/* Serve subscribers without blocking: accept and admit new ones, notice
+ * those that left. Claim does this by itself about once a millisecond.
+ * Returns the number of active subscribers or -errno. */
+int crs_pub_poll(crs_pub *pub);
+
+/* Number of active subscribers (as of the last serve). */
+int crs_pub_subscribers(const crs_pub *pub);
+
+/* Wait until at least n subscribers are active. 0 or -ETIMEDOUT. */
+int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms);
+
+/* Terminate the stream: every subscriber gets on_complete (or on_error
+ * with code and message, truncated to CRS_ERRMSG_MAX) after the messages
+ * published before it. Needs no demand. Returns 0 or -ESHUTDOWN if the
+ * stream already terminated. code must be > 0 for crs_pub_error. */
+int crs_pub_complete(crs_pub *pub);
+int crs_pub_error(crs_pub *pub, int code, const char *message);
+
+/* Wait until every active subscriber has consumed everything published
+ * (or left). Returns 0 or -ETIMEDOUT. */
+int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
+
+/* Close the stream and free the handle. A stream not yet terminated ends
+ * for its subscribers with EPIPE "publisher closed without completing". */
+void crs_pub_close(crs_pub *pub);
+
+/* ---- Subscriber ------------------------------------------------------- */
+
+/* Subscribe to stream `name`. opts may be NULL. The subscription starts
+ * with the next message the publisher publishes. Returns 0, -ENOENT (no
+ * such stream), -ETIMEDOUT, -EACCES/-EPERM (refused), -ECONNREFUSED (the
+ * publisher is full), -CRS_EVERSION, -EINVAL or another -errno. */
+int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
+		 crs_sub **out);
+
+/* Next message, without blocking. Hot path: no syscall.
+ * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
+ * or the next poll, which releases it), 0 (nothing yet), or -CRS_EEND
+ * (the stream ended for this subscriber: see crs_sub_end()). */
+int crs_sub_poll(crs_sub *sub, struct crs_msg *msg);
+
+/* Release the message returned by the last poll, so that its space can
+ * be reused. With a prefetch, this also replenishes demand. */
+void crs_sub_release(crs_sub *sub);
+
+/* Add n to this subscriber's demand (saturating at CRS_UNBOUNDED).
+ * n == 0 violates the protocol: the subscription ends with EINVAL and
+ * -EINVAL is returned. After cancel or end: a no-op returning 0. */
+int crs_sub_request(crs_sub *sub, uint64_t n);
+
+/* Stop receiving and release this subscriber's pressure on the
+ * publisher at once. Idempotent. Polls then return -CRS_EEND with
+ * code ECANCELED. */
+void crs_sub_cancel(crs_sub *sub);
+
+/* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
+ * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle. */
+int crs_sub_wait(crs_sub *sub, int timeout_ms);
+
+/* Deliver up to max messages (and, at the end, the terminal signal) to
+ * the callbacks, without blocking. Returns the number of on_next calls,
+ * or -CRS_EEND once the terminal signal has been delivered (it is
+ * delivered exactly once; later calls return -CRS_EEND at once). */
+int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
+		     void *ctx, size_t max);
+
+/* How the stream ended (valid after -CRS_EEND); NULL before. */
+const struct crs_end *crs_sub_end(const crs_sub *sub);
+
+/* Total demand requested so far (CRS_UNBOUNDED if unbounded) and number
+ * of messages received. */
+uint64_t crs_sub_requested(const crs_sub *sub);
+uint64_t crs_sub_received(const crs_sub *sub);
+
+/* Cancel if needed, unmap, close, free. */
+void crs_sub_close(crs_sub *sub);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CRS_CRS_H */

@@ -1,0 +1,24 @@
+/*
+ * epoll.h - a set of fds with one readiness fd: the publisher puts its
+ * listening socket and every subscriber socket here, so one poll of one
+ * fd (its own, or the caller's event loop) tells whether control work is
+ * waiting.
+ */
+#ifndef CRS_IPC_EPOLL_H
+#define CRS_IPC_EPOLL_H
+
+#include <stdint.h>
+
+struct ipc_event {
+	uint64_t data;
+	uint32_t events; /* EPOLLIN, EPOLLHUP, EPOLLRDHUP, EPOLLERR */
+};
+
+int ipc_epoll_new(void);
+int ipc_epoll_add(int ep, int fd, uint64_t data);
+void ipc_epoll_del(int ep, int fd);
+/* Up to max ready events within timeout_ms (0: do not block). Returns
+ * the count or -errno. */
+int ipc_epoll_ready(int ep, struct ipc_event *ev, int max, int timeout_ms);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * memfd.c - memfd segments. Sealing against SHRINK and GROW means a mapping
+ * can never fault with SIGBUS because a peer truncated the file;
+ * FUTURE_WRITE means receivers can only ever map the data read-only.
+ */
+#include "memfd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEALS_FIXED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#define SEALS_READONLY (SEALS_FIXED | F_SEAL_FUTURE_WRITE)
+
+int ipc_memfd_create(const char *name, size_t size)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int ipc_memfd_seal(int fd, int readonly)
+{
+	int seals = readonly ? SEALS_READONLY : SEALS_FIXED;
+	return fcntl(fd, F_ADD_SEALS, seals) < 0 ? -errno : 0;
+}
+
+int ipc_memfd_size(int fd, size_t *size)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*size = (size_t)st.st_size;
+	return 0;
+}
+
+int ipc_memfd_check(int fd, size_t size, int readonly)
+{
+	int want = readonly ? SEALS_READONLY : SEALS_FIXED;
+	int seals = fcntl(fd, F_GET_SEALS);
+	size_t actual;
+	if (seals < 0)
+		return -errno;
+	if ((seals & want) != want)
+		return -EPERM;
+	int err = ipc_memfd_size(fd, &actual);
+	if (err)
+		return err;
+	return actual == size ? 0 : -EINVAL;
+}
+
+int ipc_map(int fd, size_t size, int writable, void **out)
+{
+	int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+	void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+void ipc_unmap(void *addr, size_t size)
+{
+	if (addr)
+		munmap(addr, size);
+}
+
+void ipc_close(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}

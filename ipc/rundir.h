@@ -1,0 +1,19 @@
+/*
+ * rundir.h - the private runtime directory and the per-stream lock that
+ * tells a live publisher from a dead one.
+ */
+#ifndef CRS_IPC_RUNDIR_H
+#define CRS_IPC_RUNDIR_H
+
+#include <stddef.h>
+
+/* Resolve ($CRS_DIR, $XDG_RUNTIME_DIR/crs, /tmp/crs-$UID), create it with
+ * mode 0700 if missing and check that it is ours and not open to others.
+ * Returns the length written to buf or -errno (-EPERM if unsafe). */
+int ipc_rundir(char *buf, size_t size, int create);
+
+/* Take the exclusive lock file at path. Returns its fd (keep it open for
+ * the life of the owner), -EEXIST if a live process holds it, -errno. */
+int ipc_lock_take(const char *path);
+
+#endif

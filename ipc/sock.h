@@ -1,0 +1,42 @@
+/*
+ * sock.h - unix SOCK_SEQPACKET sockets: message boundaries are kept, so
+ * every handshake message arrives whole or not at all; fds travel with
+ * SCM_RIGHTS; peers are identified with SO_PEERCRED.
+ */
+#ifndef CRS_IPC_SOCK_H
+#define CRS_IPC_SOCK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define IPC_MAX_FDS 4
+
+struct ipc_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Bind and listen on path (non-blocking). Returns fd or -errno
+ * (-EADDRINUSE if the path exists). */
+int ipc_sock_listen(const char *path);
+/* Connect to path. Returns fd or -errno (-ENOENT, -ECONNREFUSED). */
+int ipc_sock_connect(const char *path);
+/* Accept one pending connection (non-blocking). fd, -EAGAIN or -errno. */
+int ipc_sock_accept(int listen_fd);
+/* Send one message with up to IPC_MAX_FDS fds. 0 or -errno. */
+int ipc_sock_send(int fd, const void *buf, size_t len, const int *fds,
+		  int nfds);
+/* Receive one message without blocking. Returns its length, 0 when the
+ * peer hung up, -EAGAIN when nothing is pending, -EMSGSIZE when it was
+ * longer than cap or carried too many fds (the fds are closed). Received
+ * fds are stored in fds[0..*nfds) with close-on-exec set. */
+int ipc_sock_recv(int fd, void *buf, size_t cap, int *fds, int *nfds);
+int ipc_sock_peer(int fd, struct ipc_peer *peer);
+/* poll() one fd: revents, 0 on timeout, -errno. */
+int ipc_fd_poll(int fd, short events, int timeout_ms);
+/* Shut the socket down both ways: the peer sees a hangup at once. */
+void ipc_sock_shutdown(int fd);
+void ipc_unlink(const char *path);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * handshake.c - encoding and validation of handshake messages.
+ */
+#include "handshake.h"
+
+#include <string.h>
+
+static void head_init(struct crs_hs_head *h, uint16_t type)
+{
+	h->magic = CRS_HS_MAGIC;
+	h->version = CRS_HS_VERSION;
+	h->type = type;
+}
+
+void crs_hs_hello_init(struct crs_hs_hello *m, uint32_t role, const char *name)
+{
+	memset(m, 0, sizeof(*m));
+	head_init(&m->head, CRS_HS_HELLO);
+	m->role = role;
+	strlcpy(m->name, name, sizeof(m->name));
+}
+
+void crs_hs_reject_init(struct crs_hs_reject *m, int code, const char *reason)
+{
+	memset(m, 0, sizeof(*m));
+	head_init(&m->head, CRS_HS_REJECT);
+	m->code = code;
+	strlcpy(m->reason, reason, CRS_HS_REASON_MAX + 1);
+}
+
+void crs_hs_welcome_init(struct crs_hs_welcome *m)
+{
+	memset(m, 0, sizeof(*m));
+	head_init(&m->head, CRS_HS_WELCOME);
+}
+
+static int terminated(const char *s, size_t cap)
+{
+	return memchr(s, 0, cap) != NULL;
+}
+
+int crs_hs_decode(const void *buf, size_t len, union crs_hs_msg *out)
+{
+	struct crs_hs_head head;
+	if (len < sizeof(head))
+		return -CRS_EPROTO;
+	memcpy(&head, buf, sizeof(head));
+	if (head.magic != CRS_HS_MAGIC)
+		return -CRS_EPROTO;
+	if (head.version != CRS_HS_VERSION)
+		return -CRS_EVERSION;
+	size_t want;
+	switch (head.type) {
+	case CRS_HS_HELLO:
+		want = sizeof(out->hello);
+		break;
+	case CRS_HS_WELCOME:
+		want = sizeof(out->welcome);
+		break;
+	case CRS_HS_REJECT:
+		want = sizeof(out->reject);
+		break;
+	default:
+		return -CRS_EPROTO;
+	}
+	if (len != want)
+		return -CRS_EPROTO;
+	memset(out, 0, sizeof(*out));
+	memcpy(out, buf, len);
+	switch (head.type) {
+	case CRS_HS_HELLO:
+		if (!terminated(out->hello.name, sizeof(out->hello.name)) ||
+		    (out->hello.role != CRS_ROLE_SUBSCRIBER &&
+		     out->hello.role != CRS_ROLE_INSPECTOR))
+			return -CRS_EPROTO;
+		break;
+	case CRS_HS_REJECT:
+		if (!terminated(out->reject.reason,
+				sizeof(out->reject.reason)) ||
+		    out->reject.code <= 0)
+			return -CRS_EPROTO;
+		break;
+	default:
+		break;
+	}
+	return head.type;
+}

@@ -1,0 +1,169 @@
+/*
+ * layout.h - the shared-memory layout of a stream, version 1.
+ *
+ * Two kinds of segment (memfds):
+ *
+ * Data segment, one per stream, written by the publisher only and mapped
+ * read-only by subscribers and inspectors (sealed with FUTURE_WRITE):
+ *   [0, 256)        struct crs_seg_header   written once before sharing
+ *   [256, 320)      struct crs_pub_signal   wakeup words (hot)
+ *   [320, 512)      struct crs_terminal     how the stream ended
+ *   [512, 1024)     struct crs_pub_stats    counters for the inspector
+ *   [1024, 5120)    struct crs_sub_stats[64] per-subscriber mirror
+ *   [5120, 8192)    reserved (replay retention, epochs)
+ *   [8192, +ring)   the ring of frames
+ *
+ * Control segment, one per subscriber (4 KiB, both sides map it
+ * read-write; only that subscriber can see it): struct crs_ctl. Keeping
+ * each subscriber's words in its own memfd means a buggy or hostile
+ * subscriber can scribble on nothing but its own demand.
+ *
+ * Every word has one writer; words of different writers sit on different
+ * cache lines. Positions are monotonic 64-bit byte offsets into an endless
+ * stream; the ring index is pos & (ring_size - 1).
+ */
+#ifndef CRS_LAYOUT_H
+#define CRS_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crs/crs.h"
+
+#define CRS_CACHELINE 64
+#define CRS_LAYOUT_MAGIC 0x3153524f4e535243ULL /* "CRSNORS1" */
+#define CRS_CTL_MAGIC 0x314c544353524331ULL
+#define CRS_LAYOUT_VERSION 1
+#define CRS_MAX_SUBSCRIBERS 64
+#define CRS_RING_OFFSET 8192
+#define CRS_RING_MIN 4096ULL
+#define CRS_RING_MAX (1ULL << 30)
+#define CRS_CTL_SIZE 4096
+
+/* crs_seg_header.flags */
+#define CRS_SEG_PUB_FENCES 1u /* publisher fences every commit: subscribers
+				 need no membarrier before a long sleep */
+
+/* Written by the publisher before the segment is shared; read-only after. */
+struct crs_seg_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size; /* CRS_RING_OFFSET */
+	uint64_t segment_size;
+	uint64_t ring_offset;
+	uint64_t ring_size;
+	uint32_t max_message;
+	uint32_t max_subscribers;
+	uint32_t mode;
+	uint32_t flags;
+	int32_t pub_pid;
+	uint32_t pub_uid;
+	uint64_t created_ns; /* CLOCK_REALTIME */
+	char name[CRS_NAME_MAX + 8];
+	uint8_t reserved[256 - 72 - (CRS_NAME_MAX + 8)];
+};
+_Static_assert(sizeof(struct crs_seg_header) == 256, "seg header size");
+_Static_assert(offsetof(struct crs_seg_header, ring_size) == 32, "ring_size");
+_Static_assert(offsetof(struct crs_seg_header, name) == 72, "name");
+
+/* Wakeup words. Publisher-written; subscribers only read and futex-wait. */
+struct crs_pub_signal {
+	_Atomic uint32_t data_signal; /* bumped to wake parked subscribers */
+	_Atomic uint32_t pub_parked;  /* 1 while the publisher sleeps for
+					 demand or room */
+	uint8_t pad[CRS_CACHELINE - 8];
+};
+_Static_assert(sizeof(struct crs_pub_signal) == CRS_CACHELINE, "signal");
+
+enum crs_term_state { CRS_TERM_NONE = 0, CRS_TERM_COMPLETE, CRS_TERM_ERROR };
+
+/* The terminal signal: applies once a subscriber has consumed up to pos.
+ * code, pos, seq and message are written before state (release). */
+struct crs_terminal {
+	_Atomic uint32_t state; /* enum crs_term_state */
+	int32_t code;
+	uint64_t pos;
+	uint64_t seq;
+	char message[CRS_ERRMSG_MAX + 8];
+	uint8_t pad[192 - 24 - (CRS_ERRMSG_MAX + 8)];
+};
+_Static_assert(sizeof(struct crs_terminal) == 192, "terminal size");
+
+/* Publisher counters for the inspector, kept up to date by the publisher
+ * alone (relaxed stores; readers tolerate a slightly stale snapshot). */
+struct crs_pub_stats {
+	_Atomic uint64_t position;  /* ring position after the last commit */
+	_Atomic uint64_t published; /* messages committed */
+	_Atomic uint64_t bytes;	    /* payload bytes committed */
+	_Atomic uint64_t dropped;   /* messages dropped by overflow policy */
+	_Atomic uint64_t wakes;	    /* futex wakes sent to subscribers */
+	_Atomic uint64_t no_demand; /* claims refused for lack of demand */
+	_Atomic uint64_t no_room;   /* claims refused for lack of room */
+	_Atomic uint64_t evicted;   /* subscribers cut off for violations */
+	_Atomic uint32_t subscribers;
+	_Atomic uint32_t state; /* 0 live, 1 completed, 2 failed, 3 closed */
+	_Atomic uint64_t served_ns; /* CLOCK_MONOTONIC of the last serve */
+	uint8_t pad[512 - 80];
+};
+_Static_assert(sizeof(struct crs_pub_stats) == 512, "pub stats size");
+
+/* Mirror of one subscriber, refreshed by the publisher when it serves. */
+struct crs_sub_stats {
+	_Atomic uint32_t active;
+	int32_t pid;
+	_Atomic uint64_t join_seq;
+	_Atomic uint64_t requested;
+	_Atomic uint64_t consumed; /* ring position */
+	_Atomic uint64_t wakeups;
+	uint8_t pad[CRS_CACHELINE - 40];
+};
+_Static_assert(sizeof(struct crs_sub_stats) == CRS_CACHELINE, "sub stats");
+
+struct crs_data_header {
+	struct crs_seg_header seg;
+	struct crs_pub_signal signal;
+	struct crs_terminal terminal;
+	struct crs_pub_stats stats;
+	struct crs_sub_stats subs[CRS_MAX_SUBSCRIBERS];
+};
+_Static_assert(offsetof(struct crs_data_header, signal) == 256, "signal");
+_Static_assert(offsetof(struct crs_data_header, terminal) == 320, "term");
+_Static_assert(offsetof(struct crs_data_header, stats) == 512, "stats");
+_Static_assert(offsetof(struct crs_data_header, subs) == 1024, "subs");
+_Static_assert(sizeof(struct crs_data_header) <= CRS_RING_OFFSET, "fits");
+
+/* One subscriber's control segment. */
+struct crs_ctl {
+	/* Line 0: written by the publisher at admission (and `ended`). */
+	uint64_t magic;
+	uint32_t version;
+	uint32_t slot;
+	uint64_t start_pos;
+	uint64_t start_seq;
+	_Atomic int32_t ended; /* errno-style code once the publisher has cut
+				  this subscription off; 0 while live */
+	uint8_t pad0[CRS_CACHELINE - 36];
+
+	/* Line 1: demand and progress, written by the subscriber only. */
+	_Atomic uint64_t requested; /* total requested; UINT64_MAX unbounded */
+	_Atomic uint64_t consumed;  /* ring position consumed up to */
+	_Atomic uint32_t progress;  /* futex: bumped after each change */
+	_Atomic uint32_t cancelled;
+	uint8_t pad1[CRS_CACHELINE - 24];
+
+	/* Line 2: park word, written by the subscriber only:
+	 * (1 << 32 | data_signal value it sleeps on), 0 when awake. */
+	_Atomic uint64_t parked;
+	uint8_t pad2[CRS_CACHELINE - 8];
+
+	/* Line 3: subscriber-side counters. */
+	_Atomic uint64_t wakeups;
+	uint8_t pad3[CRS_CACHELINE - 8];
+};
+_Static_assert(offsetof(struct crs_ctl, requested) == 64, "requested");
+_Static_assert(offsetof(struct crs_ctl, parked) == 128, "parked");
+_Static_assert(offsetof(struct crs_ctl, wakeups) == 192, "wakeups");
+_Static_assert(sizeof(struct crs_ctl) <= CRS_CTL_SIZE, "ctl fits");
+
+#endif

@@ -1,0 +1,539 @@
+/*
+ * pub.c - the publisher: stream creation, the claim/commit hot path,
+ * lockstep demand over all subscribers, terminal signals and blocking
+ * waits. Control work (subscribers coming and going) lives in serve.c.
+ *
+ * Wakeup protocol (eventcount), publisher side: commit stores the frame
+ * header (release) and then reads each subscriber's park word. The
+ * store-load order this needs is provided either by a full fence here
+ * (pub->fences) or, when this process is registered for membarrier, by
+ * the subscriber issuing membarrier() before it sleeps for long (sub.c),
+ * which keeps the fence off this hot path.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomics.h"
+#include "credit.h"
+#include "frame.h"
+#include "ipc/clock.h"
+#include "ipc/epoll.h"
+#include "ipc/futex.h"
+#include "ipc/memfd.h"
+#include "ipc/rundir.h"
+#include "ipc/sock.h"
+#include "pub.h"
+
+#define DEFAULT_RING (1ULL << 20)
+
+void crs_pub_opts_init(struct crs_pub_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mode = CRS_MODE_PUBLISH;
+	o->ring_bytes = DEFAULT_RING;
+	o->max_message = (uint32_t)(DEFAULT_RING / 4);
+	o->max_subscribers = CRS_MAX_SUBSCRIBERS;
+}
+
+static int opts_check(struct crs_pub_opts *o)
+{
+	if (!o->ring_bytes)
+		o->ring_bytes = DEFAULT_RING;
+	if (o->ring_bytes < CRS_RING_MIN || o->ring_bytes > CRS_RING_MAX ||
+	    (o->ring_bytes & (o->ring_bytes - 1)))
+		return -EINVAL;
+	if (!o->max_message)
+		o->max_message = (uint32_t)(o->ring_bytes / 4);
+	if (o->max_message > o->ring_bytes / 4)
+		return -EINVAL;
+	if (!o->max_subscribers)
+		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
+	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
+		return -EINVAL;
+	if (o->mode != CRS_MODE_PUBLISH)
+		return -EINVAL;
+	return 0;
+}
+
+static void header_init(struct crs_pub *pub, const char *name,
+			const struct crs_pub_opts *o)
+{
+	struct crs_seg_header *h = &pub->hdr->seg;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	h->magic = CRS_LAYOUT_MAGIC;
+	h->version = CRS_LAYOUT_VERSION;
+	h->header_size = CRS_RING_OFFSET;
+	h->segment_size = pub->data_size;
+	h->ring_offset = CRS_RING_OFFSET;
+	h->ring_size = o->ring_bytes;
+	h->max_message = o->max_message;
+	h->max_subscribers = o->max_subscribers;
+	h->mode = o->mode;
+	h->flags = pub->fences ? CRS_SEG_PUB_FENCES : 0;
+	h->pub_pid = getpid();
+	h->pub_uid = getuid();
+	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
+	strlcpy(h->name, name, sizeof(h->name));
+}
+
+/* Bind the stream's socket, replacing one left by a dead publisher. We
+ * hold the lock, so any socket file there is stale. */
+static int listen_on(struct crs_pub *pub)
+{
+	int fd = ipc_sock_listen(pub->paths.sock);
+	if (fd == -EADDRINUSE) {
+		ipc_unlink(pub->paths.sock);
+		fd = ipc_sock_listen(pub->paths.sock);
+	}
+	return fd;
+}
+
+static int pub_setup(struct crs_pub *pub, const char *name,
+		     struct crs_pub_opts *o)
+{
+	int err = crs_paths_for(name, 1, &pub->paths);
+	if (err)
+		return err;
+	pub->lock_fd = ipc_lock_take(pub->paths.lock);
+	if (pub->lock_fd < 0)
+		return pub->lock_fd;
+	pub->fences = ipc_membarrier_register() != 0;
+	pub->data_size = CRS_RING_OFFSET + o->ring_bytes;
+	pub->data_fd = ipc_memfd_create(name, pub->data_size);
+	if (pub->data_fd < 0)
+		return pub->data_fd;
+	void *map;
+	err = ipc_map(pub->data_fd, pub->data_size, 1, &map);
+	if (err)
+		return err;
+	pub->hdr = map;
+	pub->ring = (uint8_t *)map + CRS_RING_OFFSET;
+	pub->ring_size = o->ring_bytes;
+	pub->mask = o->ring_bytes - 1;
+	pub->max_message = o->max_message;
+	pub->max_subscribers = o->max_subscribers;
+	pub->allow_uid_any = o->allow_uid_any;
+	header_init(pub, name, o);
+	/* Seal after mapping: our mapping stays writable, nobody else can
+	 * ever map it for writing or change its size. */
+	err = ipc_memfd_seal(pub->data_fd, 1);
+	if (err)
+		return err;
+	err = ipc_waiter_new(&pub->waiter);
+	if (err)
+		return err;
+	pub->ep = ipc_epoll_new();
+	if (pub->ep < 0)
+		return pub->ep;
+	pub->listen_fd = listen_on(pub);
+	if (pub->listen_fd < 0)
+		return pub->listen_fd;
+	return ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
+}
+
+int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
+		   crs_pub **out)
+{
+	struct crs_pub_opts o;
+	if (opts)
+		o = *opts;
+	else
+		crs_pub_opts_init(&o);
+	int err = opts_check(&o);
+	if (err)
+		return err;
+	struct crs_pub *pub = calloc(1, sizeof(*pub));
+	if (!pub)
+		return -ENOMEM;
+	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
+	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
+		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
+	for (int i = 0; i < PUB_MAX_PENDING; i++)
+		pub->pending[i].fd = -1;
+	pub->until_serve = PUB_SERVE_EVERY;
+	err = pub_setup(pub, name, &o);
+	if (err) {
+		int owned = pub->lock_fd >= 0;
+		if (pub->listen_fd >= 0)
+			ipc_unlink(pub->paths.sock);
+		ipc_close(pub->listen_fd);
+		ipc_close(pub->ep);
+		ipc_waiter_free(pub->waiter);
+		if (pub->hdr)
+			ipc_unmap(pub->hdr, pub->data_size);
+		ipc_close(pub->data_fd);
+		if (owned)
+			ipc_unlink(pub->paths.lock);
+		ipc_close(pub->lock_fd);
+		free(pub);
+		return err;
+	}
+	*out = pub;
+	return 0;
+}
+
+/* Re-read every subscriber's demand and consumed position and recompute
+ * the limits. A subscriber whose words went backwards or past what was
+ * published is cut off with CRS_EPROTO; one that cancelled is dropped. */
+static void pub_recompute(struct crs_pub *pub)
+{
+	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
+	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
+		struct pub_slot *s = &pub->slots[i];
+		if (!s->used)
+			continue;
+		struct crs_ctl *c = s->ctl;
+		if (crs_load_relaxed(&c->cancelled)) {
+			pub_drop_slot(pub, (int)i, 0);
+			continue;
+		}
+		/* Pair with the subscriber's release stores in sub.c. */
+		uint64_t req = crs_load_acquire(&c->requested);
+		uint64_t cons = crs_load_acquire(&c->consumed);
+		if (req < s->requested || cons < s->consumed || cons > pub->pos ||
+		    (cons & (CRS_FRAME_ALIGN - 1))) {
+			pub_drop_slot(pub, (int)i, CRS_EPROTO);
+			continue;
+		}
+		s->requested = req;
+		s->consumed = cons;
+		uint64_t limit = crs_credit_limit(s->join_seq, req);
+		if (limit < credit)
+			credit = limit;
+		if (cons + pub->ring_size < room)
+			room = cons + pub->ring_size;
+	}
+	if (!pub->nactive)
+		credit = 0; /* no subscriber, no demand: hold */
+	pub->credit_limit = credit;
+	pub->room_limit = room;
+}
+
+static int64_t serve_if_due(struct crs_pub *pub)
+{
+	int64_t now = ipc_now_ns();
+	if (now >= pub->next_serve_ns)
+		pub_serve(pub);
+	return now;
+}
+
+/* Can a frame of `need` bytes (padding included) be written now? */
+static int pub_check(struct crs_pub *pub, uint64_t need)
+{
+	if (pub->seq >= pub->credit_limit) {
+		crs_store_relaxed(&pub->hdr->stats.no_demand,
+				  crs_load_relaxed(&pub->hdr->stats.no_demand) +
+					  1);
+		return -CRS_ENODEMAND;
+	}
+	if (pub->pos + need + CRS_FRAME_HEADER > pub->room_limit) {
+		crs_store_relaxed(&pub->hdr->stats.no_room,
+				  crs_load_relaxed(&pub->hdr->stats.no_room) +
+					  1);
+		return -CRS_ENOROOM;
+	}
+	return 0;
+}
+
+static int pub_refresh(struct crs_pub *pub, uint64_t need)
+{
+	serve_if_due(pub);
+	pub_recompute(pub);
+	return pub_check(pub, need);
+}
+
+/* Bytes a message of len takes at the current position, with the
+ * padding frame needed when it does not fit before the ring's end. */
+static inline uint64_t claim_need(const struct crs_pub *pub, uint64_t frame,
+				  uint64_t *pad)
+{
+	uint64_t off = pub->pos & pub->mask;
+	*pad = off + frame > pub->ring_size ? pub->ring_size - off : 0;
+	return *pad + frame;
+}
+
+static inline uint64_t *header_at(const struct crs_pub *pub, uint64_t pos)
+{
+	return (uint64_t *)(pub->ring + (pos & pub->mask));
+}
+
+static inline void put_header(const struct crs_pub *pub, uint64_t pos,
+			      uint32_t len_flags)
+{
+	/* Zero the next header slot first, then publish this one: pairs
+	 * with the acquire load of the header in sub_next(). */
+	uint64_t frame = len_flags & CRS_FRAME_PAD
+				 ? (len_flags & CRS_FRAME_LEN_MASK) +
+					   CRS_FRAME_HEADER
+				 : crs_frame_size(len_flags);
+	crs_store_relaxed((_Atomic uint64_t *)header_at(pub, pos + frame), 0);
+	crs_store_release((_Atomic uint64_t *)header_at(pub, pos),
+			  crs_frame_word(pos, len_flags));
+}
+
+int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
+{
+	if (__builtin_expect(pub->claimed | pub->terminated, 0))
+		return pub->claimed ? -EALREADY : -ESHUTDOWN;
+	if (__builtin_expect(len > pub->max_message, 0))
+		return -EMSGSIZE;
+	uint64_t pad;
+	uint64_t need = claim_need(pub, crs_frame_size(len), &pad);
+	if (__builtin_expect(pub->seq >= pub->credit_limit ||
+				     pub->pos + need + CRS_FRAME_HEADER >
+					     pub->room_limit,
+			     0)) {
+		int err = pub_refresh(pub, need);
+		if (err)
+			return err;
+	}
+	if (pad) {
+		put_header(pub, pub->pos,
+			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
+		pub->pos += pad;
+	}
+	pub->claim_pos = pub->pos;
+	pub->claim_len = len;
+	pub->claimed = 1;
+	*buf = pub->ring + (pub->pos & pub->mask) + CRS_FRAME_HEADER;
+	return 0;
+}
+
+static void wake_subscribers(struct crs_pub *pub)
+{
+	pub->signal++;
+	/* Pairs with the subscriber's acquire load of data_signal before
+	 * it parks: a changed value makes its futex wait return at once. */
+	crs_store_release(&pub->hdr->signal.data_signal, pub->signal);
+	ipc_futex_wake(&pub->hdr->signal.data_signal, INT_MAX);
+	crs_store_relaxed(&pub->hdr->stats.wakes,
+			  crs_load_relaxed(&pub->hdr->stats.wakes) + 1);
+}
+
+/* After a commit: wake subscribers parked on the current signal value. */
+static inline void wake_if_parked(struct crs_pub *pub)
+{
+	if (pub->fences)
+		crs_fence_full(); /* pairs with the fence in sub_park() */
+	else
+		crs_fence_compiler(); /* pairs with ipc_membarrier() there */
+	for (int i = 0; i < pub->nparked; i++) {
+		uint64_t w = crs_load_relaxed(pub->parked[i]);
+		if ((w >> 32) && (uint32_t)w == pub->signal) {
+			wake_subscribers(pub);
+			return;
+		}
+	}
+}
+
+int crs_pub_commit(crs_pub *pub, size_t len)
+{
+	if (__builtin_expect(!pub->claimed || len > pub->claim_len, 0))
+		return -EINVAL;
+	put_header(pub, pub->claim_pos, (uint32_t)len);
+	pub->pos = pub->claim_pos + crs_frame_size(len);
+	pub->seq++;
+	pub->claimed = 0;
+	struct crs_pub_stats *st = &pub->hdr->stats;
+	crs_store_relaxed(&st->position, pub->pos);
+	crs_store_relaxed(&st->published, pub->seq);
+	crs_store_relaxed(&st->bytes, crs_load_relaxed(&st->bytes) + len);
+	wake_if_parked(pub);
+	if (__builtin_expect(--pub->until_serve == 0, 0)) {
+		pub->until_serve = PUB_SERVE_EVERY;
+		serve_if_due(pub);
+	}
+	return 0;
+}
+
+void crs_pub_abort(crs_pub *pub)
+{
+	pub->claimed = 0;
+}
+
+int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
+{
+	void *buf;
+	int err = crs_pub_claim(pub, len, &buf);
+	if (err)
+		return err;
+	if (len)
+		memcpy(buf, data, len);
+	return crs_pub_commit(pub, len);
+}
+
+uint64_t crs_pub_demand(crs_pub *pub)
+{
+	serve_if_due(pub);
+	pub_recompute(pub);
+	return crs_credit_outstanding(pub->credit_limit, pub->seq);
+}
+
+int crs_pub_poll(crs_pub *pub)
+{
+	int n = pub_serve(pub);
+	if (n >= 0)
+		pub_recompute(pub);
+	return n < 0 ? n : pub->nactive;
+}
+
+int crs_pub_subscribers(const crs_pub *pub)
+{
+	return pub->nactive;
+}
+
+/* Sleep until a subscriber's words change, a control fd is ready, or
+ * the deadline. `ready` is re-checked after announcing the park; if it
+ * changed the subscriber set, the words we would sleep on may be gone,
+ * so we return to the caller's loop instead. Returns 1 when ready. */
+static int pub_park(struct crs_pub *pub,
+		    int (*ready)(struct crs_pub *, uint64_t), uint64_t arg,
+		    int64_t deadline)
+{
+	struct ipc_futex_wait fx[CRS_MAX_SUBSCRIBERS];
+	int nfx = 0;
+	uint32_t gen = pub->slot_gen;
+	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
+		if (!pub->slots[i].used)
+			continue;
+		fx[nfx].addr = &pub->slots[i].ctl->progress;
+		fx[nfx].val = crs_load_acquire(&pub->slots[i].ctl->progress);
+		nfx++;
+	}
+	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
+	crs_fence_full(); /* pairs with the fence in sub_publish() */
+	int r = ready(pub, arg);
+	if (!r && gen == pub->slot_gen) {
+		struct ipc_fd_wait fd = { .fd = pub->ep, .events = POLLIN };
+		r = ipc_wait(pub->waiter, fx, nfx, &fd, 1, deadline);
+		r = r < 0 ? r : 0;
+		if (fd.revents)
+			pub_serve(pub);
+	}
+	crs_store_relaxed(&pub->hdr->signal.pub_parked, 0);
+	return r;
+}
+
+/* Generic wait loop: serve, test, park; until ready or the deadline. */
+static int pub_wait_for(struct crs_pub *pub,
+			int (*ready)(struct crs_pub *, uint64_t), uint64_t arg,
+			int timeout_ms)
+{
+	int64_t deadline = ipc_deadline(timeout_ms);
+	for (;;) {
+		if (ipc_now_ns() >= pub->next_serve_ns)
+			pub_serve(pub);
+		if (ready(pub, arg))
+			return 0;
+		if (ipc_left_ns(deadline) == 0)
+			return -ETIMEDOUT;
+		int r = pub_park(pub, ready, arg, deadline);
+		if (r != 0)
+			return r > 0 ? 0 : r;
+	}
+}
+
+static int ready_claim(struct crs_pub *pub, uint64_t len)
+{
+	uint64_t pad;
+	pub_recompute(pub);
+	return pub_check(pub, claim_need(pub, crs_frame_size(len), &pad)) == 0;
+}
+
+int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
+{
+	if (pub->terminated)
+		return -ESHUTDOWN;
+	if (len > pub->max_message)
+		return -EMSGSIZE;
+	return pub_wait_for(pub, ready_claim, len, timeout_ms);
+}
+
+static int ready_subscribers(struct crs_pub *pub, uint64_t n)
+{
+	pub_recompute(pub);
+	return (uint64_t)pub->nactive >= n;
+}
+
+int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms)
+{
+	return pub_wait_for(pub, ready_subscribers, (uint64_t)(n < 0 ? 0 : n),
+			    timeout_ms);
+}
+
+static int ready_consumed(struct crs_pub *pub, uint64_t unused)
+{
+	(void)unused;
+	pub_recompute(pub);
+	for (uint32_t i = 0; i < pub->max_subscribers; i++)
+		if (pub->slots[i].used && pub->slots[i].consumed < pub->pos)
+			return 0;
+	return 1;
+}
+
+int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms)
+{
+	return pub_wait_for(pub, ready_consumed, 0, timeout_ms);
+}
+
+static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
+			 const char *message)
+{
+	if (pub->terminated)
+		return -ESHUTDOWN;
+	pub->claimed = 0;
+	struct crs_terminal *t = &pub->hdr->terminal;
+	t->code = code;
+	t->pos = pub->pos;
+	t->seq = pub->seq;
+	memset(t->message, 0, sizeof(t->message));
+	if (message)
+		strlcpy(t->message, message, CRS_ERRMSG_MAX + 1);
+	/* Pairs with the acquire load of terminal.state in sub.c. */
+	crs_store_release(&t->state, state);
+	crs_store_relaxed(&pub->hdr->stats.state,
+			  state == CRS_TERM_COMPLETE ? 1u : 2u);
+	pub->terminated = 1;
+	crs_fence_full();
+	wake_subscribers(pub);
+	return 0;
+}
+
+int crs_pub_complete(crs_pub *pub)
+{
+	return pub_terminate(pub, CRS_TERM_COMPLETE, 0, NULL);
+}
+
+int crs_pub_error(crs_pub *pub, int code, const char *message)
+{
+	if (code <= 0)
+		return -EINVAL;
+	return pub_terminate(pub, CRS_TERM_ERROR, code, message);
+}
+
+void crs_pub_close(crs_pub *pub)
+{
+	if (!pub)
+		return;
+	if (!pub->terminated)
+		pub_terminate(pub, CRS_TERM_ERROR, EPIPE,
+			      "publisher closed without completing");
+	crs_store_relaxed(&pub->hdr->stats.state, 3u);
+	/* Unlink first so no new subscriber finds a stream going away. */
+	ipc_unlink(pub->paths.sock);
+	ipc_unlink(pub->paths.lock);
+	pub_drop_all(pub);
+	ipc_close(pub->listen_fd);
+	ipc_close(pub->ep);
+	ipc_waiter_free(pub->waiter);
+	ipc_unmap(pub->hdr, pub->data_size);
+	ipc_close(pub->data_fd);
+	ipc_close(pub->lock_fd);
+	free(pub);
+}

@@ -1,0 +1,87 @@
+/*
+ * pub.h - the publisher's private state, shared by its source files:
+ * pub.c (create, claim/commit, demand, terminal, waits) and serve.c
+ * (accepting, admitting and dropping subscribers).
+ */
+#ifndef CRS_PUB_H
+#define CRS_PUB_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "crs/crs.h"
+#include "ipc/wait.h"
+#include "layout.h"
+#include "name.h"
+
+#define PUB_MAX_PENDING 16
+#define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
+#define PUB_SERVE_EVERY 16	    /* commits between clock checks */
+#define PUB_HELLO_TIMEOUT_NS 5000000000LL
+
+struct pub_slot {
+	int used;
+	int fd;	    /* liveness socket */
+	int ctl_fd; /* control memfd */
+	struct crs_ctl *ctl;
+	pid_t pid;
+	uint64_t join_seq;
+	uint64_t requested; /* last valid values read from ctl */
+	uint64_t consumed;
+};
+
+struct pub_pending {
+	int fd;
+	int64_t since_ns;
+};
+
+struct crs_pub {
+	/* Hot: claim and commit. */
+	uint8_t *ring;
+	uint64_t ring_size;
+	uint64_t mask;
+	uint64_t pos;		/* next frame's position */
+	uint64_t seq;		/* next message's sequence */
+	uint64_t credit_limit;	/* may publish while seq < credit_limit */
+	uint64_t room_limit;	/* frames must end 8 bytes before this */
+	uint64_t claim_pos;
+	uint64_t claim_len;
+	int claimed;
+	int terminated;
+	int fences; /* full fence per commit: membarrier unavailable */
+	uint32_t max_message;
+	uint32_t signal; /* our copy of data_signal */
+	int until_serve;
+	int nparked;
+	_Atomic uint64_t *parked[CRS_MAX_SUBSCRIBERS];
+	struct crs_data_header *hdr;
+
+	/* Cold. */
+	int64_t next_serve_ns;
+	int data_fd;
+	uint64_t data_size;
+	int listen_fd;
+	int lock_fd;
+	int ep; /* epoll set: listen socket, pending and slot sockets */
+	uint32_t max_subscribers;
+	uint32_t allow_uid_any;
+	int nactive;
+	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
+	struct ipc_waiter *waiter;
+	struct crs_paths paths;
+	struct pub_slot slots[CRS_MAX_SUBSCRIBERS];
+	struct pub_pending pending[PUB_MAX_PENDING];
+};
+
+/* epoll data tags for pub->ep. */
+#define PUB_EV_LISTEN 0
+#define PUB_EV_PENDING(i) (1000 + (uint64_t)(i))
+#define PUB_EV_SLOT(i) (2000 + (uint64_t)(i))
+
+/* serve.c */
+int pub_serve(struct crs_pub *pub);
+void pub_drop_slot(struct crs_pub *pub, int i, int code);
+void pub_drop_all(struct crs_pub *pub);
+void pub_rebuild_parked(struct crs_pub *pub);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * strerror.c - crs_strerror(): one explanation for every code we return.
+ */
+#include <string.h>
+
+#include "crs/crs.h"
+
+const char *crs_strerror(int code)
+{
+	if (code < 0)
+		code = -code;
+	switch (code) {
+	case 0:
+		return "success";
+	case CRS_ENODEMAND:
+		return "no demand: subscribers have not requested more";
+	case CRS_ENOROOM:
+		return "no room: the ring is full of unconsumed messages";
+	case CRS_EEND:
+		return "the stream has ended for this subscriber";
+	case CRS_EPROTO:
+		return "protocol violation by the peer";
+	case CRS_EVERSION:
+		return "the peer speaks another crs protocol version";
+	default:
+		return strerror(code);
+	}
+}

@@ -1,0 +1,548 @@
+/*
+ * sub.c - the subscriber: opening a stream (handshake, checks, read-only
+ * mapping), polling frames in place, demand (request/prefetch/cancel),
+ * terminal signals and blocking waits.
+ *
+ * Everything read from the data segment is untrusted: frames go through
+ * crs_frame_check(), the terminal record and the layout header are
+ * checked before use, and a bad value ends this subscription with
+ * CRS_EPROTO instead of an out-of-bounds read.
+ *
+ * Wakeup protocol, subscriber side: announce the park word, fence,
+ * re-check, sleep on data_signal. If the publisher skips its commit fence
+ * (it registered for membarrier), a short first sleep is followed by
+ * membarrier() and a re-check before any long sleep, so a wakeup lost to
+ * store buffering costs at most PARK_FIRST_NS of latency, never a hang.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atomics.h"
+#include "credit.h"
+#include "frame.h"
+#include "handshake.h"
+#include "ipc/clock.h"
+#include "ipc/futex.h"
+#include "ipc/memfd.h"
+#include "ipc/sock.h"
+#include "ipc/wait.h"
+#include "layout.h"
+#include "name.h"
+
+#define DEFAULT_PREFETCH 128
+#define DEFAULT_HANDSHAKE_MS 5000
+#define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
+#define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
+#define SPIN_NS 2000LL		  /* poll this long before parking */
+#define APPEAR_RETRY_NS 10000000LL
+
+struct crs_sub {
+	/* Hot: poll and release. */
+	const uint8_t *ring;
+	uint64_t ring_size;
+	uint32_t max_message;
+	int held;
+	uint64_t pos;
+	uint64_t seq;
+	uint64_t held_frame;
+	uint64_t requested; /* total, saturating */
+	uint64_t received;
+	uint32_t prefetch;
+	uint32_t replenish;
+	uint64_t since_request;
+	uint64_t published_pos; /* consumed position last stored */
+	uint64_t publish_step;
+	struct crs_ctl *ctl;
+	const struct crs_data_header *hdr;
+
+	/* Cold. */
+	int ended;
+	int end_delivered;
+	int pub_dead;
+	int cancelled;
+	int pub_fences;
+	int64_t next_liveness_ns;
+	struct crs_end end;
+	int sock;
+	int data_fd;
+	int ctl_fd;
+	uint64_t data_size;
+	struct ipc_waiter *waiter;
+};
+
+void crs_sub_opts_init(struct crs_sub_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->prefetch = DEFAULT_PREFETCH;
+	o->wait_ms = 0;
+	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
+}
+
+static void sub_end(struct crs_sub *sub, int code, const char *message)
+{
+	if (sub->ended)
+		return;
+	sub->ended = 1;
+	sub->end.code = code;
+	memset(sub->end.message, 0, sizeof(sub->end.message));
+	if (message)
+		strlcpy(sub->end.message, message, sizeof(sub->end.message));
+}
+
+/* Store our consumed position and demand, then wake the publisher if it
+ * sleeps. The fence pairs with the one in pub_park(). */
+static void sub_publish(struct crs_sub *sub)
+{
+	struct crs_ctl *c = sub->ctl;
+	/* Both release stores pair with the acquire loads in
+	 * pub_recompute(). */
+	crs_store_release(&c->consumed, sub->pos);
+	crs_store_release(&c->requested, sub->requested);
+	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
+	sub->published_pos = sub->pos;
+	crs_fence_full();
+	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
+		ipc_futex_wake(&c->progress, 1);
+}
+
+static void sub_liveness(struct crs_sub *sub, int64_t now)
+{
+	sub->next_liveness_ns = now + LIVENESS_NS;
+	if (!sub->pub_dead &&
+	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
+		sub->pub_dead = 1;
+}
+
+/* Nothing committed at pos: see whether the stream ended here. */
+static int sub_idle(struct crs_sub *sub)
+{
+	if (sub->pos != sub->published_pos)
+		sub_publish(sub);
+	const struct crs_terminal *t = &sub->hdr->terminal;
+	/* Pairs with the release store of state in pub_terminate(). */
+	uint32_t state = crs_load_acquire(&t->state);
+	if (state != CRS_TERM_NONE) {
+		uint64_t tpos = t->pos;
+		char msg[CRS_ERRMSG_MAX + 1];
+		memcpy(msg, t->message, CRS_ERRMSG_MAX);
+		msg[CRS_ERRMSG_MAX] = 0;
+		if (tpos == sub->pos) {
+			if (state == CRS_TERM_COMPLETE)
+				sub_end(sub, 0, NULL);
+			else
+				sub_end(sub, t->code > 0 ? t->code : EPROTO,
+					msg);
+			return -CRS_EEND;
+		}
+		if (tpos < sub->pos || state > CRS_TERM_ERROR) {
+			sub_end(sub, CRS_EPROTO, "corrupt terminal record");
+			return -CRS_EEND;
+		}
+	}
+	/* Pairs with the release store in pub_drop_slot(). */
+	int ended = atomic_load_explicit(&sub->ctl->ended,
+					 memory_order_acquire);
+	if (ended) {
+		sub_end(sub, ended > 0 ? ended : CRS_EPROTO,
+			"publisher ended this subscription");
+		return -CRS_EEND;
+	}
+	int64_t now = ipc_now_ns();
+	if (now >= sub->next_liveness_ns)
+		sub_liveness(sub, now);
+	if (sub->pub_dead) {
+		sub_end(sub, EPIPE, "publisher died");
+		return -CRS_EEND;
+	}
+	return 0;
+}
+
+/* Find the next message at pos, skipping padding. Returns 1 with its
+ * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
+static inline int sub_next(struct crs_sub *sub, uint64_t *len)
+{
+	if (__builtin_expect(sub->ended, 0))
+		return -CRS_EEND;
+	if (__builtin_expect(sub->received >= sub->requested, 0))
+		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
+	for (;;) {
+		const _Atomic uint64_t *h =
+			(const _Atomic uint64_t *)(sub->ring +
+						   (sub->pos &
+						    (sub->ring_size - 1)));
+		/* Pairs with the release store in put_header(). */
+		uint64_t word = crs_load_acquire(h);
+		switch (crs_frame_check(word, sub->pos, sub->ring_size,
+					sub->max_message, len)) {
+		case CRS_FRAME_MESSAGE:
+			return 1;
+		case CRS_FRAME_PADDING:
+			sub->pos += *len;
+			continue;
+		case CRS_FRAME_NONE:
+			return sub_idle(sub);
+		default:
+			sub_end(sub, CRS_EPROTO, "corrupt frame in the ring");
+			return -CRS_EEND;
+		}
+	}
+}
+
+int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+{
+	uint64_t len = 0;
+	if (sub->held)
+		crs_sub_release(sub);
+	int r = sub_next(sub, &len);
+	if (r != 1)
+		return r;
+	msg->data = sub->ring + (sub->pos & (sub->ring_size - 1)) +
+		    CRS_FRAME_HEADER;
+	msg->len = len;
+	msg->seq = sub->seq;
+	sub->held = 1;
+	sub->held_frame = crs_frame_size(len);
+	return 1;
+}
+
+void crs_sub_release(crs_sub *sub)
+{
+	if (!sub->held)
+		return;
+	sub->held = 0;
+	sub->pos += sub->held_frame;
+	sub->seq++;
+	sub->received++;
+	if (sub->prefetch && ++sub->since_request >= sub->replenish) {
+		sub->requested = crs_credit_add(sub->requested,
+						sub->since_request);
+		sub->since_request = 0;
+		sub_publish(sub);
+	} else if (sub->pos - sub->published_pos >= sub->publish_step) {
+		sub_publish(sub);
+	}
+}
+
+int crs_sub_request(crs_sub *sub, uint64_t n)
+{
+	if (sub->ended || sub->cancelled)
+		return 0;
+	if (n == 0) {
+		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
+		crs_store_release(&sub->ctl->cancelled, 1);
+		sub_publish(sub);
+		return -EINVAL;
+	}
+	sub->requested = crs_credit_add(sub->requested, n);
+	sub_publish(sub);
+	return 0;
+}
+
+void crs_sub_cancel(crs_sub *sub)
+{
+	if (sub->cancelled)
+		return;
+	sub->cancelled = 1;
+	sub->held = 0;
+	sub_end(sub, ECANCELED, "cancelled");
+	/* Read by pub_recompute(): our demand no longer holds anyone. */
+	crs_store_release(&sub->ctl->cancelled, 1);
+	sub_publish(sub);
+	ipc_sock_shutdown(sub->sock);
+}
+
+/* Park until data_signal moves, the socket stirs, or the deadline. */
+static void sub_park(struct crs_sub *sub, int64_t deadline)
+{
+	uint64_t len = 0;
+	const _Atomic uint32_t *signal = &sub->hdr->signal.data_signal;
+	/* Pairs with the release store in wake_subscribers(). */
+	uint32_t seen = crs_load_acquire(signal);
+	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
+	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
+	int long_sleep = sub->pub_fences;
+	for (;;) {
+		if (sub_next(sub, &len) != 0)
+			break;
+		int64_t until = deadline;
+		if (!long_sleep) {
+			int64_t first = ipc_now_ns() + PARK_FIRST_NS;
+			until = first < deadline ? first : deadline;
+		}
+		struct ipc_futex_wait fx = { signal, seen };
+		struct ipc_fd_wait fd = { .fd = sub->sock,
+					  .events = POLLIN | POLLRDHUP };
+		int r = ipc_wait(sub->waiter, &fx, 1, &fd, 1, until);
+		crs_store_relaxed(&sub->ctl->wakeups,
+				  crs_load_relaxed(&sub->ctl->wakeups) + 1);
+		if (fd.revents)
+			sub->pub_dead = 1;
+		if (r != 0 || long_sleep || until == deadline)
+			break;
+		/* The short sleep ran out: make the publisher's last header
+		 * store visible (membarrier pairs with its compiler fence),
+		 * re-check, then sleep for as long as asked. */
+		if (ipc_membarrier() != 0)
+			continue; /* stay on short sleeps */
+		long_sleep = 1;
+	}
+	crs_store_relaxed(&sub->ctl->parked, 0);
+}
+
+int crs_sub_wait(crs_sub *sub, int timeout_ms)
+{
+	uint64_t len = 0;
+	int64_t deadline = ipc_deadline(timeout_ms);
+	int64_t spin_until = ipc_now_ns() + SPIN_NS;
+	for (;;) {
+		if (sub_next(sub, &len) != 0)
+			return 0;
+		int64_t now = ipc_now_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (now < spin_until)
+			continue;
+		sub_park(sub, deadline);
+	}
+}
+
+int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
+		     void *ctx, size_t max)
+{
+	struct crs_msg msg;
+	int n = 0;
+	while ((size_t)n < max) {
+		int r = crs_sub_poll(sub, &msg);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			if (!sub->end_delivered) {
+				sub->end_delivered = 1;
+				if (sub->end.code == 0) {
+					if (cb->on_complete)
+						cb->on_complete(ctx);
+				} else if (cb->on_error) {
+					cb->on_error(ctx, sub->end.code,
+						     sub->end.message);
+				}
+			}
+			return -CRS_EEND;
+		}
+		if (cb->on_next)
+			cb->on_next(ctx, &msg);
+		crs_sub_release(sub);
+		n++;
+	}
+	return n;
+}
+
+const struct crs_end *crs_sub_end(const crs_sub *sub)
+{
+	return sub->ended ? &sub->end : NULL;
+}
+
+uint64_t crs_sub_requested(const crs_sub *sub)
+{
+	return sub->requested;
+}
+
+uint64_t crs_sub_received(const crs_sub *sub)
+{
+	return sub->received;
+}
+
+/* ---- open ------------------------------------------------------------- */
+
+static int connect_stream(const char *name, int wait_ms)
+{
+	int64_t deadline = ipc_deadline(wait_ms);
+	for (;;) {
+		struct crs_paths paths;
+		int err = crs_paths_for(name, 0, &paths);
+		int fd = err ? err : ipc_sock_connect(paths.sock);
+		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED))
+			return fd;
+		/* A refused connection is a stale socket: no stream. */
+		int64_t left = ipc_left_ns(deadline);
+		if (left == 0)
+			return -ENOENT;
+		int64_t nap = left < APPEAR_RETRY_NS ? left : APPEAR_RETRY_NS;
+		ipc_nap_ns(nap);
+	}
+}
+
+/* Wait for the publisher's answer. Returns 0 with fds, or -errno. */
+static int await_welcome(struct crs_sub *sub, int timeout_ms,
+			 struct crs_hs_welcome *w, int fds[2])
+{
+	union crs_hs_msg m;
+	char buf[sizeof(m) + 1];
+	int got[IPC_MAX_FDS], ngot;
+	int p = ipc_fd_poll(sub->sock, POLLIN, timeout_ms);
+	if (p < 0)
+		return p;
+	if (p == 0)
+		return -ETIMEDOUT;
+	int n = ipc_sock_recv(sub->sock, buf, sizeof(buf), got, &ngot);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return n;
+	int type = crs_hs_decode(buf, (size_t)n, &m);
+	if (type == CRS_HS_WELCOME && ngot == 2) {
+		*w = m.welcome;
+		fds[0] = got[0];
+		fds[1] = got[1];
+		return 0;
+	}
+	for (int i = 0; i < ngot; i++)
+		ipc_close(got[i]);
+	if (type == CRS_HS_REJECT)
+		return -m.reject.code;
+	return type < 0 ? type : -CRS_EPROTO;
+}
+
+/* Check the publisher's layout header before trusting any offset. */
+static int check_layout(struct crs_sub *sub)
+{
+	const struct crs_seg_header *h = &sub->hdr->seg;
+	if (h->magic != CRS_LAYOUT_MAGIC)
+		return -CRS_EPROTO;
+	if (h->version != CRS_LAYOUT_VERSION)
+		return -CRS_EVERSION;
+	uint64_t ring = h->ring_size;
+	if (h->ring_offset != CRS_RING_OFFSET || ring < CRS_RING_MIN ||
+	    ring > CRS_RING_MAX || (ring & (ring - 1)) ||
+	    h->segment_size != sub->data_size ||
+	    CRS_RING_OFFSET + ring != sub->data_size ||
+	    h->max_message > ring / 4)
+		return -CRS_EPROTO;
+	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
+	sub->ring_size = ring;
+	sub->max_message = h->max_message;
+	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
+	return 0;
+}
+
+static int sub_attach(struct crs_sub *sub, const struct crs_hs_welcome *w,
+		      const int fds[2])
+{
+	sub->data_fd = fds[0];
+	sub->ctl_fd = fds[1];
+	sub->data_size = w->data_size;
+	if (w->ctl_size != CRS_CTL_SIZE ||
+	    w->layout_version != CRS_LAYOUT_VERSION ||
+	    w->data_size < CRS_RING_OFFSET + CRS_RING_MIN ||
+	    w->data_size > CRS_RING_OFFSET + CRS_RING_MAX)
+		return -CRS_EPROTO;
+	/* The data must be sealed read-only and both sizes fixed, so no
+	 * peer can make our mappings fault later. */
+	int err = ipc_memfd_check(sub->data_fd, w->data_size, 1);
+	if (!err)
+		err = ipc_memfd_check(sub->ctl_fd, CRS_CTL_SIZE, 0);
+	if (err)
+		return err == -EPERM ? -CRS_EPROTO : err;
+	void *map;
+	err = ipc_map(sub->data_fd, sub->data_size, 0, &map);
+	if (err)
+		return err;
+	sub->hdr = map;
+	err = ipc_map(sub->ctl_fd, CRS_CTL_SIZE, 1, &map);
+	if (err)
+		return err;
+	sub->ctl = map;
+	err = check_layout(sub);
+	if (err)
+		return err;
+	const struct crs_ctl *c = sub->ctl;
+	if (c->magic != CRS_CTL_MAGIC || c->start_pos != w->start_pos ||
+	    c->start_seq != w->start_seq ||
+	    (w->start_pos & (CRS_FRAME_ALIGN - 1)))
+		return -CRS_EPROTO;
+	sub->pos = sub->published_pos = w->start_pos;
+	sub->seq = w->start_seq;
+	sub->publish_step = sub->ring_size / 4;
+	return 0;
+}
+
+static void sub_free(struct crs_sub *sub)
+{
+	if (sub->hdr)
+		ipc_unmap((void *)sub->hdr, sub->data_size);
+	ipc_unmap(sub->ctl, CRS_CTL_SIZE);
+	ipc_close(sub->data_fd);
+	ipc_close(sub->ctl_fd);
+	ipc_close(sub->sock);
+	ipc_waiter_free(sub->waiter);
+	free(sub);
+}
+
+int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
+		 crs_sub **out)
+{
+	struct crs_sub_opts o;
+	if (opts)
+		o = *opts;
+	else
+		crs_sub_opts_init(&o);
+	int err = crs_name_check(name);
+	if (err)
+		return err;
+	struct crs_sub *sub = calloc(1, sizeof(*sub));
+	if (!sub)
+		return -ENOMEM;
+	sub->sock = sub->data_fd = sub->ctl_fd = -1;
+	err = ipc_waiter_new(&sub->waiter);
+	if (err)
+		goto fail;
+	sub->sock = connect_stream(name, o.wait_ms);
+	if (sub->sock < 0) {
+		err = sub->sock;
+		goto fail;
+	}
+	struct ipc_peer peer;
+	err = ipc_sock_peer(sub->sock, &peer);
+	if (err)
+		goto fail;
+	if (peer.uid != getuid()) {
+		err = -EACCES;
+		goto fail;
+	}
+	struct crs_hs_hello hello;
+	crs_hs_hello_init(&hello, CRS_ROLE_SUBSCRIBER, name);
+	err = ipc_sock_send(sub->sock, &hello, sizeof(hello), NULL, 0);
+	if (err)
+		goto fail;
+	struct crs_hs_welcome w = { 0 };
+	int fds[2] = { -1, -1 };
+	err = await_welcome(sub, o.handshake_ms, &w, fds);
+	if (err)
+		goto fail;
+	err = sub_attach(sub, &w, fds);
+	if (err)
+		goto fail;
+	sub->prefetch = o.prefetch;
+	sub->replenish = crs_credit_replenish(o.prefetch);
+	if (o.prefetch)
+		crs_sub_request(sub, o.prefetch);
+	*out = sub;
+	return 0;
+fail:
+	sub_free(sub);
+	return err;
+}
+
+void crs_sub_close(crs_sub *sub)
+{
+	if (!sub)
+		return;
+	if (!sub->cancelled && sub->ctl) {
+		sub->cancelled = 1;
+		crs_store_release(&sub->ctl->cancelled, 1);
+		sub_publish(sub);
+	}
+	sub_free(sub);
+}
