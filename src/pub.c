@@ -426,13 +426,17 @@ static int pub_wait_for(struct crs_pub *pub,
 			int timeout_ms)
 {
 	int64_t deadline = ipc_deadline(timeout_ms);
+	int64_t spin_until = ipc_now_ns() + PUB_SPIN_NS;
 	for (;;) {
-		if (ipc_now_ns() >= pub->next_serve_ns)
+		int64_t now = ipc_now_ns();
+		if (now >= pub->next_serve_ns)
 			pub_serve(pub);
 		if (ready(pub, arg))
 			return 0;
-		if (ipc_left_ns(deadline) == 0)
+		if (now >= deadline)
 			return -ETIMEDOUT;
+		if (now < spin_until)
+			continue; /* demand usually returns within microseconds */
 		int r = pub_park(pub, ready, arg, deadline);
 		if (r != 0)
 			return r > 0 ? 0 : r;

@@ -17,6 +17,7 @@
 #define PUB_MAX_PENDING 16
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
 #define PUB_SERVE_EVERY 16	    /* commits between clock checks */
+#define PUB_SPIN_NS 20000	    /* poll this long before parking */
 #define PUB_HELLO_TIMEOUT_NS 5000000000LL
 
 struct pub_slot {

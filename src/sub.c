@@ -36,7 +36,7 @@
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
-#define SPIN_NS 2000LL		  /* poll this long before parking */
+#define SPIN_NS 20000LL		  /* poll this long before parking */
 #define APPEAR_RETRY_NS 10000000LL
 
 struct crs_sub {
