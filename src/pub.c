@@ -383,6 +383,11 @@ int crs_pub_poll(crs_pub *pub)
 	return n < 0 ? n : pub->nactive;
 }
 
+int crs_pub_fd(const crs_pub *pub)
+{
+	return pub->ep;
+}
+
 int crs_pub_subscribers(const crs_pub *pub)
 {
 	return pub->nactive;

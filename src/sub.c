@@ -36,6 +36,7 @@
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
+#define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
 #define SPIN_NS 20000LL		  /* poll this long before parking */
 #define APPEAR_RETRY_NS 10000000LL
 
@@ -264,12 +265,13 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
 	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
 	int long_sleep = sub->pub_fences;
+	int64_t nap = PARK_FIRST_NS;
 	for (;;) {
 		if (sub_next(sub, &len) != 0)
 			break;
 		int64_t until = deadline;
 		if (!long_sleep) {
-			int64_t first = ipc_now_ns() + PARK_FIRST_NS;
+			int64_t first = ipc_now_ns() + nap;
 			until = first < deadline ? first : deadline;
 		}
 		struct ipc_futex_wait fx = { signal, seen };
@@ -285,9 +287,10 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 		/* The short sleep ran out: make the publisher's last header
 		 * store visible (membarrier pairs with its compiler fence),
 		 * re-check, then sleep for as long as asked. */
-		if (ipc_membarrier() != 0)
-			continue; /* stay on short sleeps */
-		long_sleep = 1;
+		if (ipc_membarrier() == 0)
+			long_sleep = 1;
+		else if (nap < PARK_MAX_NAP_NS)
+			nap *= 2; /* no membarrier: bounded naps, backing off */
 	}
 	crs_store_relaxed(&sub->ctl->parked, 0);
 }
@@ -498,6 +501,8 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	err = ipc_waiter_new(&sub->waiter);
 	if (err)
 		goto fail;
+	if (o.handshake_ms == 0)
+		o.handshake_ms = DEFAULT_HANDSHAKE_MS;
 	sub->sock = connect_stream(name, o.wait_ms);
 	if (sub->sock < 0) {
 		err = sub->sock;

@@ -68,7 +68,7 @@ struct crs_sub_opts {
 	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
 			      with -ENOENT (default), -1 forever */
 	int handshake_ms;  /* how long the publisher may take to answer;
-			      default 5000, -1 forever */
+			      0 = default 5000, -1 forever */
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
@@ -149,6 +149,13 @@ int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
  * those that left. Claim does this by itself about once a millisecond.
  * Returns the number of active subscribers or -errno. */
 int crs_pub_poll(crs_pub *pub);
+
+/* A file descriptor that polls readable (POLLIN) while control work is
+ * waiting: a subscriber connecting, speaking or leaving. Put it in your
+ * own poll/epoll loop and call crs_pub_poll() when it fires, so that new
+ * subscribers are admitted promptly while you wait for something else.
+ * Owned by the publisher: do not close it. */
+int crs_pub_fd(const crs_pub *pub);
 
 /* Number of active subscribers (as of the last serve). */
 int crs_pub_subscribers(const crs_pub *pub);
