@@ -115,8 +115,9 @@ struct crs_sub_stats {
 	_Atomic uint64_t join_seq;
 	_Atomic uint64_t requested;
 	_Atomic uint64_t consumed; /* ring position */
+	_Atomic uint64_t consumed_seq;
 	_Atomic uint64_t wakeups;
-	uint8_t pad[CRS_CACHELINE - 40];
+	uint8_t pad[CRS_CACHELINE - 48];
 };
 _Static_assert(sizeof(struct crs_sub_stats) == CRS_CACHELINE, "sub stats");
 
@@ -148,9 +149,10 @@ struct crs_ctl {
 	/* Line 1: demand and progress, written by the subscriber only. */
 	_Atomic uint64_t requested; /* total requested; UINT64_MAX unbounded */
 	_Atomic uint64_t consumed;  /* ring position consumed up to */
+	_Atomic uint64_t consumed_seq; /* messages consumed, as a sequence */
 	_Atomic uint32_t progress;  /* futex: bumped after each change */
 	_Atomic uint32_t cancelled;
-	uint8_t pad1[CRS_CACHELINE - 24];
+	uint8_t pad1[CRS_CACHELINE - 32];
 
 	/* Line 2: park word, written by the subscriber only:
 	 * (1 << 32 | data_signal value it sleeps on), 0 when awake. */

@@ -203,6 +203,7 @@ static void pub_recompute(struct crs_pub *pub)
 		}
 		s->requested = req;
 		s->consumed = cons;
+		s->consumed_seq = crs_load_relaxed(&c->consumed_seq);
 		uint64_t limit = crs_credit_limit(s->join_seq, req);
 		if (limit < credit)
 			credit = limit;

@@ -29,6 +29,7 @@ struct pub_slot {
 	uint64_t join_seq;
 	uint64_t requested; /* last valid values read from ctl */
 	uint64_t consumed;
+	uint64_t consumed_seq; /* as the subscriber reports it (stats only) */
 };
 
 struct pub_pending {

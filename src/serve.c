@@ -113,6 +113,7 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	ctl->start_pos = pub->pos;
 	ctl->start_seq = pub->seq;
 	crs_store_relaxed(&ctl->consumed, pub->pos);
+	crs_store_relaxed(&ctl->consumed_seq, pub->seq);
 
 	struct crs_hs_welcome w;
 	crs_hs_welcome_init(&w);
@@ -137,12 +138,14 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 				.ctl = ctl,
 				.pid = peer->pid,
 				.join_seq = pub->seq,
-				.consumed = pub->pos };
+				.consumed = pub->pos,
+				.consumed_seq = pub->seq };
 	struct crs_sub_stats *st = &pub->hdr->subs[i];
 	st->pid = peer->pid;
 	crs_store_relaxed(&st->join_seq, pub->seq);
 	crs_store_relaxed(&st->requested, 0);
 	crs_store_relaxed(&st->consumed, pub->pos);
+	crs_store_relaxed(&st->consumed_seq, pub->seq);
 	crs_store_relaxed(&st->active, 1);
 	pub_rebuild_parked(pub);
 	return 0;
@@ -244,6 +247,7 @@ static void mirror_stats(struct crs_pub *pub, int64_t now)
 		struct crs_sub_stats *st = &pub->hdr->subs[i];
 		crs_store_relaxed(&st->requested, s->requested);
 		crs_store_relaxed(&st->consumed, s->consumed);
+		crs_store_relaxed(&st->consumed_seq, s->consumed_seq);
 		crs_store_relaxed(&st->wakeups,
 				  crs_load_relaxed(&s->ctl->wakeups));
 	}

@@ -100,6 +100,7 @@ static void sub_publish(struct crs_sub *sub)
 	struct crs_ctl *c = sub->ctl;
 	/* Both release stores pair with the acquire loads in
 	 * pub_recompute(). */
+	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
 	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
