@@ -84,6 +84,25 @@ static int free_slot(struct crs_pub *pub)
 	return -1;
 }
 
+static void welcome_init(const struct crs_pub *pub, struct crs_hs_welcome *w)
+{
+	crs_hs_welcome_init(w);
+	w->layout_version = CRS_LAYOUT_VERSION;
+	w->data_size = pub->data_size;
+	w->start_pos = pub->pos;
+	w->start_seq = pub->seq;
+}
+
+/* An inspector gets the data segment alone, read-only: it takes no slot,
+ * adds no demand and is not waited for. */
+static void welcome_inspector(struct crs_pub *pub, int fd)
+{
+	struct crs_hs_welcome w;
+	welcome_init(pub, &w);
+	w.slot = UINT32_MAX;
+	ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
+}
+
 /* Give the subscriber on fd a slot, a control segment and the fds. The
  * new subscriber starts at the current position: it is owed nothing
  * published before it arrived. Returns 0 or -errno (fd not consumed). */
@@ -116,13 +135,9 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	crs_store_relaxed(&ctl->consumed_seq, pub->seq);
 
 	struct crs_hs_welcome w;
-	crs_hs_welcome_init(&w);
+	welcome_init(pub, &w);
 	w.slot = (uint32_t)i;
-	w.layout_version = CRS_LAYOUT_VERSION;
-	w.data_size = pub->data_size;
 	w.ctl_size = CRS_CTL_SIZE;
-	w.start_pos = pub->pos;
-	w.start_seq = pub->seq;
 	int fds[2] = { pub->data_fd, ctl_fd };
 	err = ipc_sock_send(fd, &w, sizeof(w), fds, 2);
 	if (!err)
@@ -173,13 +188,14 @@ static void pending_ready(struct crs_pub *pub, int i)
 			reject(fd, EPROTO, "unexpected file descriptors");
 	} else if (type == -CRS_EVERSION) {
 		reject(fd, CRS_EVERSION, "unsupported protocol version");
-	} else if (type != CRS_HS_HELLO ||
-		   m.hello.role != CRS_ROLE_SUBSCRIBER) {
-		reject(fd, EPROTO, "expected a subscriber HELLO");
+	} else if (type != CRS_HS_HELLO) {
+		reject(fd, EPROTO, "expected a HELLO");
 	} else if (ipc_sock_peer(fd, &peer) < 0) {
 		reject(fd, EPERM, "peer credentials unavailable");
 	} else if (!pub->allow_uid_any && peer.uid != getuid()) {
 		reject(fd, EACCES, "peer runs as another user");
+	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
+		welcome_inspector(pub, fd);
 	} else if (admit(pub, fd, &peer) == 0) {
 		return; /* fd now belongs to the slot */
 	}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "atomics.h"
+#include "attach.h"
 #include "credit.h"
 #include "frame.h"
 #include "handshake.h"
@@ -38,7 +39,6 @@
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
 #define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
 #define SPIN_NS 20000LL		  /* poll this long before parking */
-#define APPEAR_RETRY_NS 10000000LL
 
 struct crs_sub {
 	/* Hot: poll and release. */
@@ -68,9 +68,7 @@ struct crs_sub {
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;
-	int data_fd;
-	int ctl_fd;
-	uint64_t data_size;
+	struct crs_attach at; /* sockets and mappings */
 	struct ipc_waiter *waiter;
 };
 
@@ -360,126 +358,9 @@ uint64_t crs_sub_received(const crs_sub *sub)
 
 /* ---- open ------------------------------------------------------------- */
 
-static int connect_stream(const char *name, int wait_ms)
-{
-	int64_t deadline = ipc_deadline(wait_ms);
-	for (;;) {
-		struct crs_paths paths;
-		int err = crs_paths_for(name, 0, &paths);
-		int fd = err ? err : ipc_sock_connect(paths.sock);
-		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED))
-			return fd;
-		/* A refused connection is a stale socket: no stream. */
-		int64_t left = ipc_left_ns(deadline);
-		if (left == 0)
-			return -ENOENT;
-		int64_t nap = left < APPEAR_RETRY_NS ? left : APPEAR_RETRY_NS;
-		ipc_nap_ns(nap);
-	}
-}
-
-/* Wait for the publisher's answer. Returns 0 with fds, or -errno. */
-static int await_welcome(struct crs_sub *sub, int timeout_ms,
-			 struct crs_hs_welcome *w, int fds[2])
-{
-	union crs_hs_msg m;
-	char buf[sizeof(m) + 1];
-	int got[IPC_MAX_FDS], ngot;
-	int p = ipc_fd_poll(sub->sock, POLLIN, timeout_ms);
-	if (p < 0)
-		return p;
-	if (p == 0)
-		return -ETIMEDOUT;
-	int n = ipc_sock_recv(sub->sock, buf, sizeof(buf), got, &ngot);
-	if (n == 0)
-		return -ECONNRESET;
-	if (n < 0)
-		return n;
-	int type = crs_hs_decode(buf, (size_t)n, &m);
-	if (type == CRS_HS_WELCOME && ngot == 2) {
-		*w = m.welcome;
-		fds[0] = got[0];
-		fds[1] = got[1];
-		return 0;
-	}
-	for (int i = 0; i < ngot; i++)
-		ipc_close(got[i]);
-	if (type == CRS_HS_REJECT)
-		return -m.reject.code;
-	return type < 0 ? type : -CRS_EPROTO;
-}
-
-/* Check the publisher's layout header before trusting any offset. */
-static int check_layout(struct crs_sub *sub)
-{
-	const struct crs_seg_header *h = &sub->hdr->seg;
-	if (h->magic != CRS_LAYOUT_MAGIC)
-		return -CRS_EPROTO;
-	if (h->version != CRS_LAYOUT_VERSION)
-		return -CRS_EVERSION;
-	uint64_t ring = h->ring_size;
-	if (h->ring_offset != CRS_RING_OFFSET || ring < CRS_RING_MIN ||
-	    ring > CRS_RING_MAX || (ring & (ring - 1)) ||
-	    h->segment_size != sub->data_size ||
-	    CRS_RING_OFFSET + ring != sub->data_size ||
-	    h->max_message > ring / 4)
-		return -CRS_EPROTO;
-	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
-	sub->ring_size = ring;
-	sub->max_message = h->max_message;
-	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
-	return 0;
-}
-
-static int sub_attach(struct crs_sub *sub, const struct crs_hs_welcome *w,
-		      const int fds[2])
-{
-	sub->data_fd = fds[0];
-	sub->ctl_fd = fds[1];
-	sub->data_size = w->data_size;
-	if (w->ctl_size != CRS_CTL_SIZE ||
-	    w->layout_version != CRS_LAYOUT_VERSION ||
-	    w->data_size < CRS_RING_OFFSET + CRS_RING_MIN ||
-	    w->data_size > CRS_RING_OFFSET + CRS_RING_MAX)
-		return -CRS_EPROTO;
-	/* The data must be sealed read-only and both sizes fixed, so no
-	 * peer can make our mappings fault later. */
-	int err = ipc_memfd_check(sub->data_fd, w->data_size, 1);
-	if (!err)
-		err = ipc_memfd_check(sub->ctl_fd, CRS_CTL_SIZE, 0);
-	if (err)
-		return err == -EPERM ? -CRS_EPROTO : err;
-	void *map;
-	err = ipc_map(sub->data_fd, sub->data_size, 0, &map);
-	if (err)
-		return err;
-	sub->hdr = map;
-	err = ipc_map(sub->ctl_fd, CRS_CTL_SIZE, 1, &map);
-	if (err)
-		return err;
-	sub->ctl = map;
-	err = check_layout(sub);
-	if (err)
-		return err;
-	const struct crs_ctl *c = sub->ctl;
-	if (c->magic != CRS_CTL_MAGIC || c->start_pos != w->start_pos ||
-	    c->start_seq != w->start_seq ||
-	    (w->start_pos & (CRS_FRAME_ALIGN - 1)))
-		return -CRS_EPROTO;
-	sub->pos = sub->published_pos = w->start_pos;
-	sub->seq = w->start_seq;
-	sub->publish_step = sub->ring_size / 4;
-	return 0;
-}
-
 static void sub_free(struct crs_sub *sub)
 {
-	if (sub->hdr)
-		ipc_unmap((void *)sub->hdr, sub->data_size);
-	ipc_unmap(sub->ctl, CRS_CTL_SIZE);
-	ipc_close(sub->data_fd);
-	ipc_close(sub->ctl_fd);
-	ipc_close(sub->sock);
+	crs_detach(&sub->at);
 	ipc_waiter_free(sub->waiter);
 	free(sub);
 }
@@ -492,53 +373,36 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		o = *opts;
 	else
 		crs_sub_opts_init(&o);
-	int err = crs_name_check(name);
-	if (err)
-		return err;
+	if (o.handshake_ms == 0)
+		o.handshake_ms = DEFAULT_HANDSHAKE_MS;
 	struct crs_sub *sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return -ENOMEM;
-	sub->sock = sub->data_fd = sub->ctl_fd = -1;
-	err = ipc_waiter_new(&sub->waiter);
-	if (err)
-		goto fail;
-	if (o.handshake_ms == 0)
-		o.handshake_ms = DEFAULT_HANDSHAKE_MS;
-	sub->sock = connect_stream(name, o.wait_ms);
-	if (sub->sock < 0) {
-		err = sub->sock;
-		goto fail;
+	int err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms,
+			     o.handshake_ms, &sub->at);
+	if (!err)
+		err = ipc_waiter_new(&sub->waiter);
+	if (err) {
+		sub_free(sub);
+		return err;
 	}
-	struct ipc_peer peer;
-	err = ipc_sock_peer(sub->sock, &peer);
-	if (err)
-		goto fail;
-	if (peer.uid != getuid()) {
-		err = -EACCES;
-		goto fail;
-	}
-	struct crs_hs_hello hello;
-	crs_hs_hello_init(&hello, CRS_ROLE_SUBSCRIBER, name);
-	err = ipc_sock_send(sub->sock, &hello, sizeof(hello), NULL, 0);
-	if (err)
-		goto fail;
-	struct crs_hs_welcome w = { 0 };
-	int fds[2] = { -1, -1 };
-	err = await_welcome(sub, o.handshake_ms, &w, fds);
-	if (err)
-		goto fail;
-	err = sub_attach(sub, &w, fds);
-	if (err)
-		goto fail;
+	const struct crs_seg_header *h = &sub->at.hdr->seg;
+	sub->hdr = sub->at.hdr;
+	sub->ctl = sub->at.ctl;
+	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
+	sub->ring_size = h->ring_size;
+	sub->max_message = h->max_message;
+	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
+	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
+	sub->seq = sub->at.welcome.start_seq;
+	sub->publish_step = sub->ring_size / 4;
+	sub->sock = sub->at.sock;
 	sub->prefetch = o.prefetch;
 	sub->replenish = crs_credit_replenish(o.prefetch);
 	if (o.prefetch)
 		crs_sub_request(sub, o.prefetch);
 	*out = sub;
 	return 0;
-fail:
-	sub_free(sub);
-	return err;
 }
 
 void crs_sub_close(crs_sub *sub)

@@ -1,0 +1,32 @@
+/*
+ * attach.h - the receiving side of the handshake, shared by subscribers
+ * and inspectors: find the stream by name, say HELLO, take the WELCOME and
+ * its memfds, check their seals, sizes and layout header, and map them.
+ */
+#ifndef CRS_ATTACH_H
+#define CRS_ATTACH_H
+
+#include <stdint.h>
+
+#include "handshake.h"
+#include "layout.h"
+
+struct crs_attach {
+	int sock;     /* liveness channel (subscribers keep it) */
+	int data_fd;
+	int ctl_fd;   /* -1 for inspectors */
+	uint64_t data_size;
+	const struct crs_data_header *hdr; /* read-only mapping */
+	struct crs_ctl *ctl;		   /* NULL for inspectors */
+	struct crs_hs_welcome welcome;
+};
+
+/* Attach to stream `name` in `role`. wait_ms: how long to wait for the
+ * stream to appear (0: fail at once with -ENOENT; -1: forever);
+ * handshake_ms: how long the publisher may take to answer (-1: forever).
+ * On failure nothing is left open. Returns 0 or -errno / -CRS_E*. */
+int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
+	       struct crs_attach *a);
+void crs_detach(struct crs_attach *a);
+
+#endif
