@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,4 +59,37 @@ int ipc_lock_take(const char *path)
 			return fd;
 		close(fd);
 	}
+}
+
+static int name_cmp(const void *a, const void *b, void *size)
+{
+	(void)size;
+	return strcmp(a, b);
+}
+
+int ipc_dir_list(const char *dir, const char *suffix, char *names,
+		 size_t name_size, int max)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	size_t slen = strlen(suffix);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len <= slen || strcmp(e->d_name + len - slen, suffix) ||
+		    len - slen >= name_size)
+			continue;
+		if (n < max) {
+			memcpy(names + (size_t)n * name_size, e->d_name,
+			       len - slen);
+			names[(size_t)n * name_size + len - slen] = 0;
+		}
+		n++;
+	}
+	closedir(d);
+	qsort_r(names, (size_t)(n < max ? n : max), name_size, name_cmp,
+		NULL);
+	return n;
 }

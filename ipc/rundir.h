@@ -16,4 +16,10 @@ int ipc_rundir(char *buf, size_t size, int create);
  * the life of the owner), -EEXIST if a live process holds it, -errno. */
 int ipc_lock_take(const char *path);
 
+/* Names of entries in dir ending in suffix (suffix removed), sorted.
+ * Fills up to max names of at most name_size bytes each; returns the
+ * number found or -errno. */
+int ipc_dir_list(const char *dir, const char *suffix, char *names,
+		 size_t name_size, int max);
+
 #endif

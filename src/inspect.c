@@ -1,0 +1,166 @@
+/*
+ * inspect.c - the read-only inspection API (include/crs/inspect.h). It
+ * attaches as an inspector (data segment only, no slot), then turns the
+ * publisher's statistics region into plain structs. The region is
+ * untrusted like all shared memory: derived figures are clamped, never
+ * used as indexes.
+ */
+#include "crs/inspect.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "attach.h"
+#include "credit.h"
+#include "ipc/clock.h"
+#include "ipc/memfd.h"
+#include "ipc/proc.h"
+#include "ipc/rundir.h"
+#include "layout.h"
+#include "name.h"
+
+struct crs_inspector {
+	struct crs_attach at;
+	int pidfd;
+	char name[CRS_NAME_MAX + 1];
+};
+
+int crs_inspect_open(const char *name, crs_inspector **out)
+{
+	struct crs_inspector *in = calloc(1, sizeof(*in));
+	if (!in)
+		return -ENOMEM;
+	int err = crs_attach(name, CRS_ROLE_INSPECTOR, 0, 2000, &in->at);
+	if (err) {
+		free(in);
+		return err;
+	}
+	strlcpy(in->name, name, sizeof(in->name));
+	in->pidfd = ipc_pidfd_open(in->at.hdr->seg.pub_pid);
+	/* The publisher answered, so it lives; the socket is done. */
+	ipc_close(in->at.sock);
+	in->at.sock = -1;
+	*out = in;
+	return 0;
+}
+
+void crs_inspect_close(crs_inspector *in)
+{
+	if (!in)
+		return;
+	ipc_close(in->pidfd);
+	crs_detach(&in->at);
+	free(in);
+}
+
+static uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
+{
+	const struct crs_data_header *h = in->at.hdr;
+	const struct crs_pub_stats *st = &h->stats;
+	memset(f, 0, sizeof(*f));
+	strlcpy(f->name, in->name, sizeof(f->name));
+	f->pub_pid = h->seg.pub_pid;
+	f->mode = h->seg.mode;
+	f->ring_size = h->seg.ring_size;
+	f->max_message = h->seg.max_message;
+	f->subscribers = crs_load_relaxed(&st->subscribers);
+	f->published = crs_load_relaxed(&st->published);
+	f->bytes = crs_load_relaxed(&st->bytes);
+	f->dropped = crs_load_relaxed(&st->dropped);
+	f->wakes = crs_load_relaxed(&st->wakes);
+	f->no_demand = crs_load_relaxed(&st->no_demand);
+	f->no_room = crs_load_relaxed(&st->no_room);
+	f->evicted = crs_load_relaxed(&st->evicted);
+	f->sampled_ns = ipc_now_ns();
+	uint32_t state = crs_load_relaxed(&st->state);
+	/* Pairs with the release store of terminal.state by the publisher. */
+	uint32_t term = crs_load_acquire(&h->terminal.state);
+	if (term == CRS_TERM_ERROR) {
+		f->end_code = h->terminal.code;
+		memcpy(f->end_message, h->terminal.message, CRS_ERRMSG_MAX);
+		f->end_message[CRS_ERRMSG_MAX] = 0;
+	}
+	f->state = state == 1	? CRS_STREAM_COMPLETED
+		 : state == 2	? CRS_STREAM_FAILED
+		 : state == 3	? CRS_STREAM_CLOSED
+				: CRS_STREAM_LIVE;
+	if (in->pidfd >= 0 && !ipc_pidfd_alive(in->pidfd))
+		f->state = CRS_STREAM_DEAD;
+}
+
+/* Lockstep: the subscriber with the least outstanding demand limits the
+ * publisher; among equals, the one furthest behind. Mark all that tie. */
+static void mark_holding_back(struct crs_sub_info *s, int n)
+{
+	int best = -1;
+	for (int i = 0; i < n; i++) {
+		if (best < 0 || s[i].outstanding < s[best].outstanding ||
+		    (s[i].outstanding == s[best].outstanding &&
+		     s[i].lag_bytes > s[best].lag_bytes))
+			best = i;
+	}
+	for (int i = 0; i < n && best >= 0; i++)
+		s[i].holding_back =
+			s[i].outstanding == s[best].outstanding &&
+			s[i].lag_bytes == s[best].lag_bytes;
+}
+
+int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
+		     struct crs_sub_info *subs, int max)
+{
+	read_stream(in, info);
+	const struct crs_data_header *h = in->at.hdr;
+	uint64_t position = crs_load_relaxed(&h->stats.position);
+	uint64_t min_consumed = position;
+	uint32_t nslots = h->seg.max_subscribers;
+	int n = 0;
+	if (nslots > CRS_MAX_SUBSCRIBERS)
+		nslots = CRS_MAX_SUBSCRIBERS;
+	struct crs_sub_info all[CRS_MAX_SUBSCRIBERS];
+	for (uint32_t i = 0; i < nslots; i++) {
+		const struct crs_sub_stats *ss = &h->subs[i];
+		if (!crs_load_relaxed(&ss->active))
+			continue;
+		struct crs_sub_info *s = &all[n++];
+		memset(s, 0, sizeof(*s));
+		uint64_t join = crs_load_relaxed(&ss->join_seq);
+		uint64_t consumed_pos = crs_load_relaxed(&ss->consumed);
+		s->slot = (int)i;
+		s->pid = ss->pid;
+		s->requested = crs_load_relaxed(&ss->requested);
+		s->outstanding = crs_credit_outstanding(
+			crs_credit_limit(join, s->requested), info->published);
+		s->consumed = crs_load_relaxed(&ss->consumed_seq);
+		s->lag_messages = sat_sub(info->published, s->consumed);
+		s->lag_bytes = sat_sub(position, consumed_pos);
+		s->wakeups = crs_load_relaxed(&ss->wakeups);
+		if (consumed_pos < min_consumed)
+			min_consumed = consumed_pos;
+	}
+	info->ring_used = sat_sub(position, min_consumed);
+	if (info->ring_used > info->ring_size)
+		info->ring_used = info->ring_size;
+	mark_holding_back(all, n);
+	if (subs && max > 0)
+		memcpy(subs, all, sizeof(*subs) * (size_t)(n < max ? n : max));
+	return n;
+}
+
+int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
+{
+	char dir[CRS_PATH_MAX];
+	int err = ipc_rundir(dir, sizeof(dir), 0);
+	if (err == -ENOENT)
+		return 0;
+	if (err < 0)
+		return err;
+	return ipc_dir_list(dir, ".sock", names ? names[0] : NULL,
+			    CRS_NAME_MAX + 1, names ? max : 0);
+}
