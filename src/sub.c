@@ -24,14 +24,12 @@
 #include "attach.h"
 #include "credit.h"
 #include "frame.h"
-#include "handshake.h"
 #include "ipc/clock.h"
 #include "ipc/futex.h"
-#include "ipc/memfd.h"
 #include "ipc/sock.h"
 #include "ipc/wait.h"
 #include "layout.h"
-#include "name.h"
+#include "sub.h"
 
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
@@ -40,37 +38,6 @@
 #define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
 #define SPIN_NS 20000LL		  /* poll this long before parking */
 
-struct crs_sub {
-	/* Hot: poll and release. */
-	const uint8_t *ring;
-	uint64_t ring_size;
-	uint32_t max_message;
-	int held;
-	uint64_t pos;
-	uint64_t seq;
-	uint64_t held_frame;
-	uint64_t requested; /* total, saturating */
-	uint64_t received;
-	uint32_t prefetch;
-	uint32_t replenish;
-	uint64_t since_request;
-	uint64_t published_pos; /* consumed position last stored */
-	uint64_t publish_step;
-	struct crs_ctl *ctl;
-	const struct crs_data_header *hdr;
-
-	/* Cold. */
-	int ended;
-	int end_delivered;
-	int pub_dead;
-	int cancelled;
-	int pub_fences;
-	int64_t next_liveness_ns;
-	struct crs_end end;
-	int sock;
-	struct crs_attach at; /* sockets and mappings */
-	struct ipc_waiter *waiter;
-};
 
 void crs_sub_opts_init(struct crs_sub_opts *o)
 {
@@ -254,33 +221,52 @@ void crs_sub_cancel(crs_sub *sub)
 	ipc_sock_shutdown(sub->sock);
 }
 
+int sub_has_work(struct crs_sub *sub)
+{
+	uint64_t len;
+	return sub_next(sub, &len) != 0;
+}
+
+uint32_t sub_park_begin(struct crs_sub *sub)
+{
+	/* Pairs with the release store in wake_subscribers(). */
+	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
+	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
+	return seen;
+}
+
+void sub_park_end(struct crs_sub *sub)
+{
+	crs_store_relaxed(&sub->ctl->parked, 0);
+	crs_store_relaxed(&sub->ctl->wakeups,
+			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
+}
+
+void sub_hangup(struct crs_sub *sub)
+{
+	sub->pub_dead = 1;
+}
+
 /* Park until data_signal moves, the socket stirs, or the deadline. */
 static void sub_park(struct crs_sub *sub, int64_t deadline)
 {
-	uint64_t len = 0;
-	const _Atomic uint32_t *signal = &sub->hdr->signal.data_signal;
-	/* Pairs with the release store in wake_subscribers(). */
-	uint32_t seen = crs_load_acquire(signal);
-	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
-	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
+	uint32_t seen = sub_park_begin(sub);
 	int long_sleep = sub->pub_fences;
 	int64_t nap = PARK_FIRST_NS;
-	for (;;) {
-		if (sub_next(sub, &len) != 0)
-			break;
+	while (!sub_has_work(sub)) {
 		int64_t until = deadline;
 		if (!long_sleep) {
 			int64_t first = ipc_now_ns() + nap;
 			until = first < deadline ? first : deadline;
 		}
-		struct ipc_futex_wait fx = { signal, seen };
+		struct ipc_futex_wait fx = { &sub->hdr->signal.data_signal,
+					     seen };
 		struct ipc_fd_wait fd = { .fd = sub->sock,
 					  .events = POLLIN | POLLRDHUP };
 		int r = ipc_wait(sub->waiter, &fx, 1, &fd, 1, until);
-		crs_store_relaxed(&sub->ctl->wakeups,
-				  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 		if (fd.revents)
-			sub->pub_dead = 1;
+			sub_hangup(sub);
 		if (r != 0 || long_sleep || until == deadline)
 			break;
 		/* The short sleep ran out: make the publisher's last header
@@ -291,16 +277,15 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 		else if (nap < PARK_MAX_NAP_NS)
 			nap *= 2; /* no membarrier: bounded naps, backing off */
 	}
-	crs_store_relaxed(&sub->ctl->parked, 0);
+	sub_park_end(sub);
 }
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
-	uint64_t len = 0;
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + SPIN_NS;
 	for (;;) {
-		if (sub_next(sub, &len) != 0)
+		if (sub_has_work(sub))
 			return 0;
 		int64_t now = ipc_now_ns();
 		if (now >= deadline)

@@ -1,0 +1,364 @@
+/*
+ * waitset.c - the two engines behind waitset.h.
+ *
+ * io_uring: an armed entry is one pending request (IORING_OP_FUTEX_WAIT,
+ * written by hand since liburing 2.3 has no helper, or POLL_ADD). Its
+ * user_data is generation << 32 | key, so a completion of a request that
+ * was cancelled or replaced is recognised as stale and ignored. Changes
+ * are only queued as SQEs; they reach the kernel with the next wait.
+ *
+ * poll: futex_waitv(2) over the armed futex words and poll(2) over the
+ * armed fds, in slices, as in wait.c.
+ */
+#include "waitset.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+#define RING_ENTRIES 256
+#define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT */
+#define FUTEX2_U32 0x02	 /* FUTEX2_SIZE_U32, shared (no FUTEX2_PRIVATE) */
+#define UD_CANCEL (1ULL << 63)
+#define SLICE_NS (20 * 1000000LL)
+#define MAX_WAITV 128
+
+enum kind { K_NONE, K_FUTEX, K_POLL };
+
+struct entry {
+	int kind;
+	int armed;   /* the caller wants to hear about it */
+	int pending; /* io_uring: a request for `gen` is in flight */
+	uint32_t gen;
+	const void *addr;
+	uint32_t val;
+	int fd;
+	short events;
+};
+
+struct ipc_waitset {
+	int uring_ok;
+	struct io_uring ring;
+	struct entry *e;
+	uint32_t cap;
+};
+
+int ipc_waitset_new(struct ipc_waitset **out)
+{
+	struct ipc_waitset *ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	const char *no = getenv("CRS_NO_URING");
+	if (!(no && *no && strcmp(no, "0") != 0))
+		ws->uring_ok =
+			io_uring_queue_init(RING_ENTRIES, &ws->ring, 0) == 0;
+	*out = ws;
+	return 0;
+}
+
+void ipc_waitset_free(struct ipc_waitset *ws)
+{
+	if (!ws)
+		return;
+	if (ws->uring_ok)
+		io_uring_queue_exit(&ws->ring);
+	free(ws->e);
+	free(ws);
+}
+
+const char *ipc_waitset_engine(const struct ipc_waitset *ws)
+{
+	return ws->uring_ok ? "io_uring" : "poll";
+}
+
+int ipc_waitset_fd(const struct ipc_waitset *ws)
+{
+	return ws->uring_ok ? ws->ring.ring_fd : -ENOTSUP;
+}
+
+static struct entry *entry_for(struct ipc_waitset *ws, uint64_t key)
+{
+	if (key >= UINT32_MAX)
+		return NULL;
+	if (key >= ws->cap) {
+		uint32_t cap = ws->cap ? ws->cap : 16;
+		while (cap <= key)
+			cap *= 2;
+		struct entry *e = realloc(ws->e, sizeof(*e) * cap);
+		if (!e)
+			return NULL;
+		memset(e + ws->cap, 0, sizeof(*e) * (cap - ws->cap));
+		ws->e = e;
+		ws->cap = cap;
+	}
+	return &ws->e[key];
+}
+
+static struct io_uring_sqe *get_sqe(struct ipc_waitset *ws)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ws->ring);
+	if (!sqe) {
+		io_uring_submit(&ws->ring); /* SQ full: flush, then retry */
+		sqe = io_uring_get_sqe(&ws->ring);
+	}
+	return sqe;
+}
+
+static uint64_t user_data(uint64_t key, const struct entry *e)
+{
+	return (uint64_t)e->gen << 32 | key;
+}
+
+static int cancel(struct ipc_waitset *ws, uint64_t key, struct entry *e)
+{
+	if (!e->pending)
+		return 0;
+	struct io_uring_sqe *sqe = get_sqe(ws);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_cancel64(sqe, user_data(key, e), 0);
+	io_uring_sqe_set_data64(sqe, UD_CANCEL);
+	e->pending = 0;
+	e->gen++;
+	return 0;
+}
+
+static int queue(struct ipc_waitset *ws, uint64_t key, struct entry *e)
+{
+	struct io_uring_sqe *sqe = get_sqe(ws);
+	if (!sqe)
+		return -EBUSY;
+	if (e->kind == K_FUTEX) {
+		io_uring_prep_rw(OP_FUTEX_WAIT, sqe, FUTEX2_U32, e->addr, 0,
+				 e->val);
+		sqe->addr3 = 0xffffffffu; /* wake mask: any */
+	} else {
+		io_uring_prep_poll_add(sqe, e->fd, (unsigned)e->events);
+	}
+	io_uring_sqe_set_data64(sqe, user_data(key, e));
+	e->pending = 1;
+	return 0;
+}
+
+int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
+		      uint32_t val)
+{
+	struct entry *e = entry_for(ws, key);
+	if (!e)
+		return -ENOMEM;
+	int same = e->kind == K_FUTEX && e->addr == addr && e->val == val;
+	e->armed = 1;
+	if (same && (e->pending || !ws->uring_ok))
+		return 0;
+	if (ws->uring_ok) {
+		int err = cancel(ws, key, e);
+		if (err)
+			return err;
+	}
+	e->kind = K_FUTEX;
+	e->addr = addr;
+	e->val = val;
+	return ws->uring_ok ? queue(ws, key, e) : 0;
+}
+
+int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
+		     short events)
+{
+	struct entry *e = entry_for(ws, key);
+	if (!e)
+		return -ENOMEM;
+	int same = e->kind == K_POLL && e->fd == fd && e->events == events;
+	e->armed = 1;
+	if (same && (e->pending || !ws->uring_ok))
+		return 0;
+	if (ws->uring_ok) {
+		int err = cancel(ws, key, e);
+		if (err)
+			return err;
+	}
+	e->kind = K_POLL;
+	e->fd = fd;
+	e->events = events;
+	return ws->uring_ok ? queue(ws, key, e) : 0;
+}
+
+void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key)
+{
+	if (key >= ws->cap)
+		return;
+	struct entry *e = &ws->e[key];
+	if (ws->uring_ok)
+		cancel(ws, key, e);
+	uint32_t gen = e->gen;
+	memset(e, 0, sizeof(*e));
+	e->gen = gen + 1; /* completions in flight are stale now */
+}
+
+/* ---- io_uring --------------------------------------------------------- */
+
+static int reap(struct ipc_waitset *ws, uint64_t *fired, int max)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	int n = 0;
+	io_uring_for_each_cqe(&ws->ring, head, cqe)
+	{
+		seen++;
+		uint64_t ud = io_uring_cqe_get_data64(cqe);
+		if (ud & UD_CANCEL)
+			continue;
+		uint64_t key = ud & 0xffffffffu;
+		if (key >= ws->cap)
+			continue;
+		struct entry *e = &ws->e[key];
+		if (!e->pending || e->gen != (uint32_t)(ud >> 32))
+			continue; /* stale: cancelled or replaced */
+		e->pending = 0;
+		if (cqe->res == -ECANCELED || !e->armed)
+			continue;
+		if (n == max) {
+			queue(ws, key, e); /* no room to report: fires again */
+			continue;
+		}
+		e->armed = 0;
+		fired[n++] = key;
+	}
+	io_uring_cq_advance(&ws->ring, seen);
+	return n;
+}
+
+static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
+		      uint64_t *fired, int max)
+{
+	for (;;) {
+		int n = reap(ws, fired, max);
+		if (n)
+			return n;
+		int64_t left = ipc_left_ns(deadline);
+		struct io_uring_cqe *cqe;
+		int err;
+		if (left == 0) {
+			err = io_uring_submit(&ws->ring);
+			n = reap(ws, fired, max);
+			return err < 0 ? err : n;
+		}
+		struct __kernel_timespec ts, *tp = NULL;
+		if (left != INT64_MAX) {
+			ts.tv_sec = left / 1000000000;
+			ts.tv_nsec = left % 1000000000;
+			tp = &ts;
+		}
+		err = io_uring_submit_and_wait_timeout(&ws->ring, &cqe, 1, tp,
+						       NULL);
+		if (err < 0 && err != -ETIME && err != -EINTR)
+			return err;
+	}
+}
+
+/* ---- poll fallback ---------------------------------------------------- */
+
+static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
+		     int max)
+{
+	struct futex_waitv vec[MAX_WAITV];
+	uint32_t vkey[MAX_WAITV];
+	struct pollfd *pfd = calloc(ws->cap ? ws->cap : 1, sizeof(*pfd));
+	uint32_t *pkey = calloc(ws->cap ? ws->cap : 1, sizeof(*pkey));
+	int n = 0, err = 0;
+	if (!pfd || !pkey) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		int nv = 0, np = 0;
+		for (uint32_t k = 0; k < ws->cap && n < max; k++) {
+			struct entry *e = &ws->e[k];
+			if (!e->armed)
+				continue;
+			if (e->kind == K_FUTEX) {
+				uint32_t now = __atomic_load_n(
+					(const uint32_t *)e->addr,
+					__ATOMIC_ACQUIRE);
+				if (now != e->val) {
+					e->armed = 0;
+					fired[n++] = k;
+				} else if (nv < MAX_WAITV) {
+					vec[nv] = (struct futex_waitv){
+						.val = e->val,
+						.uaddr = (uintptr_t)e->addr,
+						.flags = FUTEX2_U32
+					};
+					vkey[nv++] = k;
+				} else {
+					err = -E2BIG;
+					goto out;
+				}
+			} else if (e->kind == K_POLL) {
+				pfd[np] = (struct pollfd){ e->fd, e->events, 0 };
+				pkey[np++] = k;
+			}
+		}
+		if (np && n < max && poll(pfd, (nfds_t)np, 0) > 0) {
+			for (int i = 0; i < np && n < max; i++) {
+				if (pfd[i].revents) {
+					ws->e[pkey[i]].armed = 0;
+					fired[n++] = pkey[i];
+				}
+			}
+		}
+		int64_t left = ipc_left_ns(deadline);
+		if (n || left == 0)
+			goto out;
+		int64_t slice = np && left > SLICE_NS ? SLICE_NS : left;
+		if (!nv) {
+			int ms = slice == INT64_MAX ? -1
+						    : (int)((slice + 999999) /
+							    1000000);
+			if (poll(pfd, (nfds_t)np, ms) < 0 && errno != EINTR) {
+				err = -errno;
+				goto out;
+			}
+			continue;
+		}
+		struct timespec abs, *tp = NULL;
+		if (slice != INT64_MAX) {
+			int64_t t = ipc_now_ns() + slice;
+			abs.tv_sec = t / 1000000000;
+			abs.tv_nsec = t % 1000000000;
+			tp = &abs;
+		}
+		long r = syscall(SYS_futex_waitv, vec, nv, 0, tp,
+				 CLOCK_MONOTONIC);
+		if (r >= 0 && r < nv) {
+			ws->e[vkey[r]].armed = 0;
+			fired[n++] = vkey[r];
+			goto out;
+		}
+		if (r < 0 && errno != EAGAIN && errno != EINTR &&
+		    errno != ETIMEDOUT) {
+			err = -errno;
+			goto out;
+		}
+	}
+out:
+	free(pfd);
+	free(pkey);
+	return err ? err : n;
+}
+
+int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
+		     int max)
+{
+	if (max <= 0)
+		return -EINVAL;
+	if (ws->uring_ok)
+		return wait_uring(ws, deadline, fired, max);
+	return wait_poll(ws, deadline, fired, max);
+}

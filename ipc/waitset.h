@@ -1,0 +1,43 @@
+/*
+ * waitset.h - a long-lived set of things to wait for, for event loops:
+ * futex words (wake when the word differs from a value or is woken) and
+ * fds (poll events). Entries are one-shot: once reported as fired they are
+ * disarmed until the caller arms them again.
+ *
+ * The io_uring engine keeps every armed entry pending in the kernel as a
+ * FUTEX_WAIT or POLL_ADD request, so the ring fd (ipc_waitset_fd) polls
+ * readable as soon as anything fires and a loop can sit inside another
+ * loop's epoll. The poll engine (no io_uring, or CRS_NO_URING=1) waits
+ * with futex_waitv and poll in slices and has no such fd.
+ */
+#ifndef CRS_IPC_WAITSET_H
+#define CRS_IPC_WAITSET_H
+
+#include <stdint.h>
+
+struct ipc_waitset;
+
+int ipc_waitset_new(struct ipc_waitset **out);
+void ipc_waitset_free(struct ipc_waitset *ws);
+const char *ipc_waitset_engine(const struct ipc_waitset *ws);
+/* Pollable fd that turns readable when an entry fired, or -ENOTSUP. */
+int ipc_waitset_fd(const struct ipc_waitset *ws);
+
+/* Arm key to fire when *addr != val or on a wake. Re-arming an armed key
+ * with the same word and value keeps the pending wait. 0 or -errno. */
+int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
+		      uint32_t val);
+/* Arm key to fire when fd has any of events (POLLIN, POLLRDHUP...). */
+int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
+		     short events);
+/* Disarm and forget key (its fd or word may go away after this). */
+void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key);
+
+/* Submit what is armed and wait until something fires or the deadline
+ * (CLOCK_MONOTONIC ns; INT64_MAX none; 0 or a past deadline: do not
+ * block). Stores up to max fired keys; returns their count, 0 at the
+ * deadline, or -errno. */
+int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
+		     int max);
+
+#endif

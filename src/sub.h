@@ -1,0 +1,57 @@
+/*
+ * sub.h - the subscriber's private state, shared by sub.c (open, poll,
+ * demand, waits) and loop.c (waiting for many subscriptions at once).
+ */
+#ifndef CRS_SUB_H
+#define CRS_SUB_H
+
+#include <stdint.h>
+
+#include "attach.h"
+#include "crs/crs.h"
+#include "ipc/wait.h"
+#include "layout.h"
+
+struct crs_sub {
+	/* Hot: poll and release. */
+	const uint8_t *ring;
+	uint64_t ring_size;
+	uint32_t max_message;
+	int held;
+	uint64_t pos;
+	uint64_t seq;
+	uint64_t held_frame;
+	uint64_t requested; /* total, saturating */
+	uint64_t received;
+	uint32_t prefetch;
+	uint32_t replenish;
+	uint64_t since_request;
+	uint64_t published_pos; /* consumed position last stored */
+	uint64_t publish_step;
+	struct crs_ctl *ctl;
+	const struct crs_data_header *hdr;
+
+	/* Cold. */
+	int ended;
+	int end_delivered;
+	int pub_dead;
+	int cancelled;
+	int pub_fences;
+	int64_t next_liveness_ns;
+	struct crs_end end;
+	int sock;
+	struct crs_attach at; /* sockets and mappings */
+	struct ipc_waiter *waiter;
+};
+
+/* 1 if crs_sub_poll() would return non-zero now (a message within
+ * demand, or the end), 0 otherwise. */
+int sub_has_work(struct crs_sub *sub);
+/* Announce that we are about to sleep on data_signal; returns the value
+ * to sleep on. Follow with a re-check (sub_has_work) before sleeping. */
+uint32_t sub_park_begin(struct crs_sub *sub);
+void sub_park_end(struct crs_sub *sub);
+/* The liveness socket stirred: the publisher is gone (or misbehaves). */
+void sub_hangup(struct crs_sub *sub);
+
+#endif
