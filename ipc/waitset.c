@@ -353,6 +353,21 @@ out:
 	return err ? err : n;
 }
 
+int ipc_waitset_submit(struct ipc_waitset *ws, int kick)
+{
+	if (!ws->uring_ok)
+		return 0;
+	if (kick) {
+		struct io_uring_sqe *sqe = get_sqe(ws);
+		if (!sqe)
+			return -EBUSY;
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, UD_CANCEL); /* ignored by reap */
+	}
+	int err = io_uring_submit(&ws->ring);
+	return err < 0 ? err : 0;
+}
+
 int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		     int max)
 {

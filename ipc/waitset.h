@@ -33,6 +33,10 @@ int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
 /* Disarm and forget key (its fd or word may go away after this). */
 void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key);
 
+/* Hand queued arms to the kernel without waiting (io_uring), and make
+ * the fd readable at once if kick (a completion that reports nothing). */
+int ipc_waitset_submit(struct ipc_waitset *ws, int kick);
+
 /* Submit what is armed and wait until something fires or the deadline
  * (CLOCK_MONOTONIC ns; INT64_MAX none; 0 or a past deadline: do not
  * block). Stores up to max fired keys; returns their count, 0 at the

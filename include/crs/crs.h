@@ -229,6 +229,58 @@ uint64_t crs_sub_received(const crs_sub *sub);
 /* Cancel if needed, unmap, close, free. */
 void crs_sub_close(crs_sub *sub);
 
+/* ---- Event loop ------------------------------------------------------- */
+
+/* One thread waiting on many streams and fds at once. With io_uring (the
+ * default where the kernel allows it) a sleeping loop is one
+ * io_uring_enter covering every futex word, socket and timeout; without
+ * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll.
+ * A loop and the handles registered with it are used from one thread. */
+typedef struct crs_loop crs_loop;
+
+/* Called when a publisher may be able to publish more: a subscriber
+ * requested or consumed, or subscribers came or went. Publish with
+ * crs_pub_claim/commit until it fails with -CRS_ENODEMAND/-CRS_ENOROOM. */
+typedef void (*crs_pub_ready_fn)(void *ctx, crs_pub *pub);
+/* Called when fd is ready (revents as from poll(2)). The fd stays
+ * registered; remove it with crs_loop_remove_fd(). */
+typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
+
+/* Returns 0 or -ENOMEM. */
+int crs_loop_new(crs_loop **out);
+/* Frees the loop; registered handles stay open and are the caller's. */
+void crs_loop_free(crs_loop *loop);
+/* "io_uring" or "poll". */
+const char *crs_loop_engine(const crs_loop *loop);
+
+/* Deliver sub's messages and its terminal signal to cb (as
+ * crs_sub_dispatch does). After the terminal signal the subscription
+ * leaves the loop by itself; close it when convenient. 0, -EEXIST, -ENOMEM */
+int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
+		     const struct crs_sub_callbacks *cb, void *ctx);
+/* Serve pub's subscribers (admit, drop) from the loop and call on_ready
+ * (may be NULL) when demand or room may have appeared; it is called once
+ * at registration. 0, -EEXIST, -ENOMEM. */
+int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
+		     void *ctx);
+/* Watch an fd of yours (a socket, a timerfd for timers) for events. */
+int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
+		    void *ctx);
+/* Remove a registration: 0 or -ENOENT. */
+int crs_loop_remove_sub(crs_loop *loop, crs_sub *sub);
+int crs_loop_remove_pub(crs_loop *loop, crs_pub *pub);
+int crs_loop_remove_fd(crs_loop *loop, int fd);
+
+/* Dispatch what is ready; if nothing is, sleep until something is or
+ * timeout_ms passes (< 0: no limit, 0: do not sleep). Returns the number
+ * of callbacks made (0 on timeout) or -errno. */
+int crs_loop_run(crs_loop *loop, int timeout_ms);
+
+/* A file descriptor that polls readable when crs_loop_run(loop, 0) has
+ * work, for embedding the loop in epoll, libuv or GLib: wait for it
+ * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine. */
+int crs_loop_fd(crs_loop *loop);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,454 @@
+/*
+ * loop.c - crs_loop: one thread serving many subscriptions, publishers
+ * and fds, sleeping in one wait (ipc/waitset.h) when none has work.
+ *
+ * Each registration owns a block of waitset keys:
+ *   subscriber  +0 data_signal futex, +1 liveness socket
+ *   publisher   +0 its control epoll fd, +1+slot each subscriber's
+ *               progress futex
+ *   fd          +0 the fd
+ * Before sleeping the loop announces itself on every word it will sleep
+ * on (the subscriber park word, the publisher's pub_parked flag), fences,
+ * re-checks for work, and only then waits: the eventcount protocol of
+ * sub.c and pub.c, applied to all registrations at once.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "crs/crs.h"
+#include "ipc/clock.h"
+#include "ipc/futex.h"
+#include "ipc/sock.h"
+#include "ipc/waitset.h"
+#include "pub.h"
+#include "sub.h"
+
+#define KEYS_PER_ENTRY (CRS_MAX_SUBSCRIBERS + 2)
+#define SUB_BUDGET 256	     /* messages per subscription per round */
+#define FIRST_NAP_NS 200000LL /* sleep before membarrier, see sub.c */
+#define MAX_FIRED 256
+
+enum kind { L_FREE = 0, L_SUB, L_PUB, L_FD };
+
+struct loop_entry {
+	int kind;
+	void *ctx;
+	/* L_SUB */
+	crs_sub *sub;
+	struct crs_sub_callbacks cb;
+	/* L_PUB */
+	crs_pub *pub;
+	crs_pub_ready_fn on_ready;
+	int announce; /* call on_ready at the next dispatch */
+	int serve;    /* control fd fired */
+	uint32_t seen_gen;
+	uint32_t seen_progress[CRS_MAX_SUBSCRIBERS];
+	/* L_FD */
+	int fd;
+	short events;
+	short revents;
+	crs_fd_ready_fn fd_cb;
+};
+
+struct crs_loop {
+	struct ipc_waitset *ws;
+	struct loop_entry *e;
+	int n;
+	int running;
+	int parked;
+	int fd_mode;
+	uint64_t fired[MAX_FIRED];
+};
+
+int crs_loop_new(crs_loop **out)
+{
+	struct crs_loop *loop = calloc(1, sizeof(*loop));
+	if (!loop)
+		return -ENOMEM;
+	int err = ipc_waitset_new(&loop->ws);
+	if (err) {
+		free(loop);
+		return err;
+	}
+	*out = loop;
+	return 0;
+}
+
+static void entry_forget(struct crs_loop *loop, int i)
+{
+	for (uint64_t k = 0; k < KEYS_PER_ENTRY; k++)
+		ipc_waitset_forget(loop->ws, (uint64_t)i * KEYS_PER_ENTRY + k);
+}
+
+static void unpark_all(struct crs_loop *loop);
+
+void crs_loop_free(crs_loop *loop)
+{
+	if (!loop)
+		return;
+	unpark_all(loop);
+	ipc_waitset_free(loop->ws);
+	free(loop->e);
+	free(loop);
+}
+
+const char *crs_loop_engine(const crs_loop *loop)
+{
+	return ipc_waitset_engine(loop->ws);
+}
+
+static int entry_new(struct crs_loop *loop)
+{
+	for (int i = 0; i < loop->n; i++)
+		if (loop->e[i].kind == L_FREE)
+			return i;
+	struct loop_entry *e =
+		realloc(loop->e, sizeof(*e) * (size_t)(loop->n + 1));
+	if (!e)
+		return -ENOMEM;
+	loop->e = e;
+	memset(&e[loop->n], 0, sizeof(*e));
+	return loop->n++;
+}
+
+static int find(const struct crs_loop *loop, int kind, const void *h, int fd)
+{
+	for (int i = 0; i < loop->n; i++) {
+		const struct loop_entry *e = &loop->e[i];
+		if (e->kind == kind &&
+		    (kind == L_SUB ? (const void *)e->sub == h
+		     : kind == L_PUB ? (const void *)e->pub == h
+				     : e->fd == fd))
+			return i;
+	}
+	return -1;
+}
+
+int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
+		     const struct crs_sub_callbacks *cb, void *ctx)
+{
+	if (find(loop, L_SUB, sub, -1) >= 0)
+		return -EEXIST;
+	int i = entry_new(loop);
+	if (i < 0)
+		return i;
+	loop->e[i] = (struct loop_entry){
+		.kind = L_SUB, .ctx = ctx, .sub = sub, .cb = *cb
+	};
+	return 0;
+}
+
+int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
+		     void *ctx)
+{
+	if (find(loop, L_PUB, pub, -1) >= 0)
+		return -EEXIST;
+	int i = entry_new(loop);
+	if (i < 0)
+		return i;
+	loop->e[i] = (struct loop_entry){ .kind = L_PUB,
+					  .ctx = ctx,
+					  .pub = pub,
+					  .on_ready = on_ready,
+					  .announce = 1,
+					  .serve = 1 };
+	return 0;
+}
+
+int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
+		    void *ctx)
+{
+	if (find(loop, L_FD, NULL, fd) >= 0)
+		return -EEXIST;
+	int i = entry_new(loop);
+	if (i < 0)
+		return i;
+	loop->e[i] = (struct loop_entry){
+		.kind = L_FD, .ctx = ctx, .fd = fd, .events = events, .fd_cb = cb
+	};
+	return 0;
+}
+
+static int remove_at(struct crs_loop *loop, int i)
+{
+	if (i < 0)
+		return -ENOENT;
+	struct loop_entry *e = &loop->e[i];
+	if (loop->parked && e->kind == L_SUB)
+		sub_park_end(e->sub);
+	if (loop->parked && e->kind == L_PUB)
+		crs_store_relaxed(&e->pub->hdr->signal.pub_parked, 0);
+	entry_forget(loop, i);
+	memset(e, 0, sizeof(*e));
+	return 0;
+}
+
+int crs_loop_remove_sub(crs_loop *loop, crs_sub *sub)
+{
+	return remove_at(loop, find(loop, L_SUB, sub, -1));
+}
+
+int crs_loop_remove_pub(crs_loop *loop, crs_pub *pub)
+{
+	return remove_at(loop, find(loop, L_PUB, pub, -1));
+}
+
+int crs_loop_remove_fd(crs_loop *loop, int fd)
+{
+	return remove_at(loop, find(loop, L_FD, NULL, fd));
+}
+
+/* ---- publishers ------------------------------------------------------- */
+
+/* Did any subscriber move, arrive or leave since on_ready last ran? */
+static int pub_changed(const struct loop_entry *e)
+{
+	const struct crs_pub *pub = e->pub;
+	if (e->announce || e->seen_gen != pub->slot_gen)
+		return 1;
+	for (uint32_t s = 0; s < pub->max_subscribers; s++) {
+		const struct pub_slot *slot = &pub->slots[s];
+		/* Pairs with the release increment in sub_publish(). */
+		if (slot->used && crs_load_acquire(&slot->ctl->progress) !=
+					  e->seen_progress[s])
+			return 1;
+	}
+	return 0;
+}
+
+static void pub_remember(struct loop_entry *e)
+{
+	const struct crs_pub *pub = e->pub;
+	e->announce = 0;
+	e->seen_gen = pub->slot_gen;
+	for (uint32_t s = 0; s < pub->max_subscribers; s++)
+		e->seen_progress[s] =
+			pub->slots[s].used
+				? crs_load_acquire(&pub->slots[s].ctl->progress)
+				: 0;
+}
+
+static int dispatch_pub(struct crs_loop *loop, int i)
+{
+	struct loop_entry *e = &loop->e[i];
+	crs_pub *pub = e->pub;
+	if (e->serve || ipc_now_ns() >= pub->next_serve_ns) {
+		e->serve = 0;
+		pub_serve(pub);
+	}
+	if (!pub_changed(e))
+		return 0;
+	pub_remember(e);
+	if (e->on_ready)
+		e->on_ready(e->ctx, pub);
+	return 1;
+}
+
+static void arm_pub(struct crs_loop *loop, int i)
+{
+	struct loop_entry *e = &loop->e[i];
+	crs_pub *pub = e->pub;
+	uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
+	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
+	ipc_waitset_poll(loop->ws, base, pub->ep, POLLIN);
+	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
+		uint64_t key = base + 1 + s;
+		if (s < pub->max_subscribers && pub->slots[s].used)
+			ipc_waitset_futex(loop->ws, key,
+					  &pub->slots[s].ctl->progress,
+					  e->seen_progress[s]);
+		else
+			ipc_waitset_forget(loop->ws, key);
+	}
+}
+
+/* ---- subscribers and fds ---------------------------------------------- */
+
+static int dispatch_sub(struct crs_loop *loop, int i)
+{
+	/* Copies: callbacks may add entries and move loop->e. */
+	struct crs_sub_callbacks cb = loop->e[i].cb;
+	crs_sub *sub = loop->e[i].sub;
+	int r = crs_sub_dispatch(sub, &cb, loop->e[i].ctx, SUB_BUDGET);
+	if (r != -CRS_EEND)
+		return r > 0 ? r : 0;
+	/* The callbacks may have removed or replaced this entry. */
+	if (i < loop->n && loop->e[i].kind == L_SUB && loop->e[i].sub == sub)
+		remove_at(loop, i);
+	return 1;
+}
+
+static int dispatch_fd(struct crs_loop *loop, int i)
+{
+	struct loop_entry *e = &loop->e[i];
+	if (!e->revents)
+		return 0;
+	short revents = e->revents;
+	e->revents = 0;
+	e->fd_cb(e->ctx, e->fd, revents);
+	return 1;
+}
+
+static void arm_sub(struct crs_loop *loop, int i)
+{
+	crs_sub *sub = loop->e[i].sub;
+	uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
+	uint32_t seen = sub_park_begin(sub);
+	ipc_waitset_futex(loop->ws, base, &sub->hdr->signal.data_signal, seen);
+	ipc_waitset_poll(loop->ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+}
+
+/* ---- the loop ----------------------------------------------------------- */
+
+static int dispatch_all(struct crs_loop *loop)
+{
+	int total = 0;
+	for (int i = 0; i < loop->n; i++) {
+		switch (loop->e[i].kind) {
+		case L_SUB:
+			total += dispatch_sub(loop, i);
+			break;
+		case L_PUB:
+			total += dispatch_pub(loop, i);
+			break;
+		case L_FD:
+			total += dispatch_fd(loop, i);
+			break;
+		}
+	}
+	return total;
+}
+
+/* Announce every park, then fence: after this, whoever changes a word
+ * we sleep on either sees our announcement and wakes us, or we see the
+ * change in have_work(). Returns 1 if a publisher needs no membarrier
+ * pairing for every subscription (all publishers fence). */
+static int arm_all(struct crs_loop *loop)
+{
+	int fenced = 1;
+	for (int i = 0; i < loop->n; i++) {
+		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_SUB) {
+			arm_sub(loop, i);
+			fenced &= e->sub->pub_fences;
+		} else if (e->kind == L_PUB) {
+			arm_pub(loop, i);
+		} else if (e->kind == L_FD) {
+			ipc_waitset_poll(loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
+					 e->fd, e->events);
+		}
+	}
+	loop->parked = 1;
+	crs_fence_full(); /* pairs with the publishers' and subscribers' */
+	return fenced;
+}
+
+static void unpark_all(struct crs_loop *loop)
+{
+	if (!loop->parked)
+		return;
+	loop->parked = 0;
+	for (int i = 0; i < loop->n; i++) {
+		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_SUB)
+			sub_park_end(e->sub);
+		else if (e->kind == L_PUB)
+			crs_store_relaxed(&e->pub->hdr->signal.pub_parked, 0);
+	}
+}
+
+static int have_work(struct crs_loop *loop)
+{
+	for (int i = 0; i < loop->n; i++) {
+		struct loop_entry *e = &loop->e[i];
+		if ((e->kind == L_SUB && sub_has_work(e->sub)) ||
+		    (e->kind == L_PUB && (e->serve || pub_changed(e))) ||
+		    (e->kind == L_FD && e->revents))
+			return 1;
+	}
+	return 0;
+}
+
+/* Record what fired: hangups, control fds, and fd readiness. */
+static void note_fired(struct crs_loop *loop, int n)
+{
+	for (int k = 0; k < n; k++) {
+		int i = (int)(loop->fired[k] / KEYS_PER_ENTRY);
+		uint64_t sub_key = loop->fired[k] % KEYS_PER_ENTRY;
+		if (i >= loop->n)
+			continue;
+		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_SUB && sub_key == 1)
+			sub_hangup(e->sub);
+		else if (e->kind == L_PUB && sub_key == 0)
+			e->serve = 1;
+		else if (e->kind == L_FD) {
+			int r = ipc_fd_poll(e->fd, e->events, 0);
+			e->revents = r > 0 ? (short)r : 0;
+		}
+	}
+}
+
+int crs_loop_run(crs_loop *loop, int timeout_ms)
+{
+	if (loop->running)
+		return -EBUSY;
+	loop->running = 1;
+	int64_t deadline = ipc_deadline(timeout_ms);
+	int64_t nap = FIRST_NAP_NS;
+	int total = 0, long_sleep = 0;
+	int n = ipc_waitset_wait(loop->ws, 0, loop->fired, MAX_FIRED);
+	for (;;) {
+		if (n < 0) {
+			total = n;
+			break;
+		}
+		note_fired(loop, n);
+		unpark_all(loop);
+		total += dispatch_all(loop);
+		int64_t now = ipc_now_ns();
+		if (total || now >= deadline)
+			break;
+		long_sleep |= arm_all(loop);
+		if (have_work(loop)) {
+			n = 0;
+			continue;
+		}
+		int64_t until = deadline;
+		if (!long_sleep && now + nap < deadline)
+			until = now + nap;
+		n = ipc_waitset_wait(loop->ws, until, loop->fired, MAX_FIRED);
+		if (n == 0 && until != deadline) {
+			/* Same two-step sleep as sub_park() in sub.c. */
+			if (ipc_membarrier() == 0)
+				long_sleep = 1;
+			else if (nap < 100 * FIRST_NAP_NS)
+				nap *= 2;
+		}
+	}
+	unpark_all(loop);
+	if (loop->fd_mode && total >= 0) {
+		/* The caller will sleep on crs_loop_fd(): arm everything and
+		 * make sure nothing already pending goes unnoticed. */
+		if (!arm_all(loop))
+			ipc_membarrier();
+		ipc_waitset_submit(loop->ws, have_work(loop));
+	}
+	loop->running = 0;
+	return total;
+}
+
+int crs_loop_fd(crs_loop *loop)
+{
+	int fd = ipc_waitset_fd(loop->ws);
+	if (fd >= 0 && !loop->fd_mode) {
+		loop->fd_mode = 1;
+		if (!arm_all(loop))
+			ipc_membarrier();
+		ipc_waitset_submit(loop->ws, have_work(loop));
+	}
+	return fd;
+}
