@@ -221,14 +221,9 @@ static int pub_changed(const struct loop_entry *e)
 
 static void pub_remember(struct loop_entry *e)
 {
-	const struct crs_pub *pub = e->pub;
 	e->announce = 0;
-	e->seen_gen = pub->slot_gen;
-	for (uint32_t s = 0; s < pub->max_subscribers; s++)
-		e->seen_progress[s] =
-			pub->slots[s].used
-				? crs_load_acquire(&pub->slots[s].ctl->progress)
-				: 0;
+	e->seen_gen = e->pub->slot_gen;
+	pub_progress(e->pub, e->seen_progress);
 }
 
 static int dispatch_pub(struct crs_loop *loop, int i)
@@ -250,19 +245,8 @@ static int dispatch_pub(struct crs_loop *loop, int i)
 static void arm_pub(struct crs_loop *loop, int i)
 {
 	struct loop_entry *e = &loop->e[i];
-	crs_pub *pub = e->pub;
-	uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
-	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
-	ipc_waitset_poll(loop->ws, base, pub->ep, POLLIN);
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
-		uint64_t key = base + 1 + s;
-		if (s < pub->max_subscribers && pub->slots[s].used)
-			ipc_waitset_futex(loop->ws, key,
-					  &pub->slots[s].ctl->progress,
-					  e->seen_progress[s]);
-		else
-			ipc_waitset_forget(loop->ws, key);
-	}
+	pub_arm(e->pub, loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
+		e->seen_progress);
 }
 
 /* ---- subscribers and fds ---------------------------------------------- */
@@ -295,10 +279,8 @@ static int dispatch_fd(struct crs_loop *loop, int i)
 static void arm_sub(struct crs_loop *loop, int i)
 {
 	crs_sub *sub = loop->e[i].sub;
-	uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
-	uint32_t seen = sub_park_begin(sub);
-	ipc_waitset_futex(loop->ws, base, &sub->hdr->signal.data_signal, seen);
-	ipc_waitset_poll(loop->ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+	sub_arm(sub, loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
+		sub_park_begin(sub));
 }
 
 /* ---- the loop ----------------------------------------------------------- */

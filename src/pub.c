@@ -27,6 +27,7 @@
 #include "ipc/memfd.h"
 #include "ipc/rundir.h"
 #include "ipc/sock.h"
+#include "ipc/waitset.h"
 #include "pub.h"
 
 #define DEFAULT_RING (1ULL << 20)
@@ -125,7 +126,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_memfd_seal(pub->data_fd, 1);
 	if (err)
 		return err;
-	err = ipc_waiter_new(&pub->waiter);
+	err = ipc_waitset_new(&pub->ws);
 	if (err)
 		return err;
 	pub->ep = ipc_epoll_new();
@@ -164,7 +165,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 			ipc_unlink(pub->paths.sock);
 		ipc_close(pub->listen_fd);
 		ipc_close(pub->ep);
-		ipc_waiter_free(pub->waiter);
+		ipc_waitset_free(pub->ws);
 		if (pub->hdr)
 			ipc_unmap(pub->hdr, pub->data_size);
 		ipc_close(pub->data_fd);
@@ -394,6 +395,30 @@ int crs_pub_subscribers(const crs_pub *pub)
 	return pub->nactive;
 }
 
+void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
+	     const uint32_t *progress)
+{
+	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
+	ipc_waitset_poll(ws, base, pub->ep, POLLIN);
+	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
+		uint64_t key = base + 1 + s;
+		if (s < pub->max_subscribers && pub->slots[s].used)
+			ipc_waitset_futex(ws, key, &pub->slots[s].ctl->progress,
+					  progress[s]);
+		else
+			ipc_waitset_forget(ws, key);
+	}
+}
+
+void pub_progress(const struct crs_pub *pub, uint32_t *progress)
+{
+	for (uint32_t s = 0; s < pub->max_subscribers; s++)
+		/* Pairs with the release increment in sub_publish(). */
+		progress[s] = pub->slots[s].used
+				      ? crs_load_acquire(&pub->slots[s].ctl->progress)
+				      : 0;
+}
+
 /* Sleep until a subscriber's words change, a control fd is ready, or
  * the deadline. `ready` is re-checked after announcing the park; if it
  * changed the subscriber set, the words we would sleep on may be gone,
@@ -402,25 +427,20 @@ static int pub_park(struct crs_pub *pub,
 		    int (*ready)(struct crs_pub *, uint64_t), uint64_t arg,
 		    int64_t deadline)
 {
-	struct ipc_futex_wait fx[CRS_MAX_SUBSCRIBERS];
-	int nfx = 0;
+	uint32_t progress[CRS_MAX_SUBSCRIBERS];
 	uint32_t gen = pub->slot_gen;
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
-		if (!pub->slots[i].used)
-			continue;
-		fx[nfx].addr = &pub->slots[i].ctl->progress;
-		fx[nfx].val = crs_load_acquire(&pub->slots[i].ctl->progress);
-		nfx++;
-	}
-	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
+	pub_progress(pub, progress);
+	pub_arm(pub, pub->ws, 0, progress);
 	crs_fence_full(); /* pairs with the fence in sub_publish() */
 	int r = ready(pub, arg);
 	if (!r && gen == pub->slot_gen) {
-		struct ipc_fd_wait fd = { .fd = pub->ep, .events = POLLIN };
-		r = ipc_wait(pub->waiter, fx, nfx, &fd, 1, deadline);
-		r = r < 0 ? r : 0;
-		if (fd.revents)
-			pub_serve(pub);
+		uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+		int n = ipc_waitset_wait(pub->ws, deadline, fired,
+					 CRS_MAX_SUBSCRIBERS + 1);
+		r = n < 0 ? n : 0;
+		for (int k = 0; k < n; k++)
+			if (fired[k] == 0)
+				pub_serve(pub);
 	}
 	crs_store_relaxed(&pub->hdr->signal.pub_parked, 0);
 	return r;
@@ -541,7 +561,7 @@ void crs_pub_close(crs_pub *pub)
 	pub_drop_all(pub);
 	ipc_close(pub->listen_fd);
 	ipc_close(pub->ep);
-	ipc_waiter_free(pub->waiter);
+	ipc_waitset_free(pub->ws);
 	ipc_unmap(pub->hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #include "crs/crs.h"
-#include "ipc/wait.h"
+#include "ipc/waitset.h"
 #include "layout.h"
 #include "name.h"
 
@@ -69,7 +69,7 @@ struct crs_pub {
 	uint32_t allow_uid_any;
 	int nactive;
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
-	struct ipc_waiter *waiter;
+	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */
 	struct crs_paths paths;
 	struct pub_slot slots[CRS_MAX_SUBSCRIBERS];
 	struct pub_pending pending[PUB_MAX_PENDING];
@@ -85,5 +85,13 @@ int pub_serve(struct crs_pub *pub);
 void pub_drop_slot(struct crs_pub *pub, int i, int code);
 void pub_drop_all(struct crs_pub *pub);
 void pub_rebuild_parked(struct crs_pub *pub);
+
+/* pub.c: arm ws (keys base: control fd, base+1+slot: progress words
+ * expected at progress[slot]) and announce pub_parked; the caller fences
+ * and re-checks before waiting, and clears pub_parked after. */
+void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
+	     const uint32_t *progress);
+/* Current progress word of every slot (0 for unused slots). */
+void pub_progress(const struct crs_pub *pub, uint32_t *progress);
 
 #endif

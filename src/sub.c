@@ -27,7 +27,7 @@
 #include "ipc/clock.h"
 #include "ipc/futex.h"
 #include "ipc/sock.h"
-#include "ipc/wait.h"
+#include "ipc/waitset.h"
 #include "layout.h"
 #include "sub.h"
 
@@ -243,6 +243,13 @@ void sub_park_end(struct crs_sub *sub)
 			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 }
 
+void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
+	     uint32_t seen)
+{
+	ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen);
+	ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+}
+
 void sub_hangup(struct crs_sub *sub)
 {
 	sub->pub_dead = 1;
@@ -260,13 +267,12 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 			int64_t first = ipc_now_ns() + nap;
 			until = first < deadline ? first : deadline;
 		}
-		struct ipc_futex_wait fx = { &sub->hdr->signal.data_signal,
-					     seen };
-		struct ipc_fd_wait fd = { .fd = sub->sock,
-					  .events = POLLIN | POLLRDHUP };
-		int r = ipc_wait(sub->waiter, &fx, 1, &fd, 1, until);
-		if (fd.revents)
-			sub_hangup(sub);
+		uint64_t fired[2];
+		sub_arm(sub, sub->ws, 0, seen);
+		int r = ipc_waitset_wait(sub->ws, until, fired, 2);
+		for (int k = 0; k < r; k++)
+			if (fired[k] == 1)
+				sub_hangup(sub);
 		if (r != 0 || long_sleep || until == deadline)
 			break;
 		/* The short sleep ran out: make the publisher's last header
@@ -346,7 +352,7 @@ uint64_t crs_sub_received(const crs_sub *sub)
 static void sub_free(struct crs_sub *sub)
 {
 	crs_detach(&sub->at);
-	ipc_waiter_free(sub->waiter);
+	ipc_waitset_free(sub->ws);
 	free(sub);
 }
 
@@ -366,7 +372,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	int err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms,
 			     o.handshake_ms, &sub->at);
 	if (!err)
-		err = ipc_waiter_new(&sub->waiter);
+		err = ipc_waitset_new(&sub->ws);
 	if (err) {
 		sub_free(sub);
 		return err;

@@ -9,7 +9,7 @@
 
 #include "attach.h"
 #include "crs/crs.h"
-#include "ipc/wait.h"
+#include "ipc/waitset.h"
 #include "layout.h"
 
 struct crs_sub {
@@ -41,7 +41,7 @@ struct crs_sub {
 	struct crs_end end;
 	int sock;
 	struct crs_attach at; /* sockets and mappings */
-	struct ipc_waiter *waiter;
+	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
 };
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within
@@ -51,6 +51,10 @@ int sub_has_work(struct crs_sub *sub);
  * to sleep on. Follow with a re-check (sub_has_work) before sleeping. */
 uint32_t sub_park_begin(struct crs_sub *sub);
 void sub_park_end(struct crs_sub *sub);
+/* Arm ws to wake on data_signal != seen (key base) or a stir of the
+ * liveness socket (key base + 1). */
+void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
+	     uint32_t seen);
 /* The liveness socket stirred: the publisher is gone (or misbehaves). */
 void sub_hangup(struct crs_sub *sub);
 
