@@ -20,6 +20,7 @@
 #include "ipc/rundir.h"
 #include "layout.h"
 #include "name.h"
+#include "terminal.h"
 
 struct crs_inspector {
 	struct crs_attach at;
@@ -80,12 +81,10 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->evicted = crs_load_relaxed(&st->evicted);
 	f->sampled_ns = ipc_now_ns();
 	uint32_t state = crs_load_relaxed(&st->state);
-	/* Pairs with the release store of terminal.state by the publisher. */
-	uint32_t term = crs_load_acquire(&h->terminal.state);
-	if (term == CRS_TERM_ERROR) {
-		f->end_code = h->terminal.code;
-		memcpy(f->end_message, h->terminal.message, CRS_ERRMSG_MAX);
-		f->end_message[CRS_ERRMSG_MAX] = 0;
+	struct crs_terminal_view t;
+	if (crs_terminal_get(&h->terminal, &t) == CRS_TERM_ERROR) {
+		f->end_code = t.code;
+		memcpy(f->end_message, t.message, sizeof(f->end_message));
 	}
 	f->state = state == 1	? CRS_STREAM_COMPLETED
 		 : state == 2	? CRS_STREAM_FAILED

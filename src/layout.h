@@ -76,10 +76,17 @@ struct crs_pub_signal {
 };
 _Static_assert(sizeof(struct crs_pub_signal) == CRS_CACHELINE, "signal");
 
-enum crs_term_state { CRS_TERM_NONE = 0, CRS_TERM_COMPLETE, CRS_TERM_ERROR };
+enum crs_term_state {
+	CRS_TERM_NONE = 0,
+	CRS_TERM_COMPLETE,
+	CRS_TERM_ERROR,
+	CRS_TERM_EVICTED, /* cut off by the publisher, effective at once */
+};
 
-/* The terminal signal: applies once a subscriber has consumed up to pos.
- * code, pos, seq and message are written before state (release). */
+/* A terminal signal: applies once a subscriber has consumed up to pos.
+ * code, pos, seq and message are written before state (release). The
+ * data segment holds the stream's (for inspectors); each control
+ * segment holds its subscriber's. */
 struct crs_terminal {
 	_Atomic uint32_t state; /* enum crs_term_state */
 	int32_t code;
@@ -136,36 +143,41 @@ _Static_assert(sizeof(struct crs_data_header) <= CRS_RING_OFFSET, "fits");
 
 /* One subscriber's control segment. */
 struct crs_ctl {
-	/* Line 0: written by the publisher at admission (and `ended`). */
+	/* Line 0: written by the publisher at admission. */
 	uint64_t magic;
 	uint32_t version;
 	uint32_t slot;
 	uint64_t start_pos;
 	uint64_t start_seq;
-	_Atomic int32_t ended; /* errno-style code once the publisher has cut
-				  this subscription off; 0 while live */
-	uint8_t pad0[CRS_CACHELINE - 36];
+	uint8_t pad0[CRS_CACHELINE - 32];
 
-	/* Line 1: demand and progress, written by the subscriber only. */
+	/* Lines 1-3: how this subscription ends, written by the publisher:
+	 * every field, then state (release). COMPLETE and ERROR apply once
+	 * the subscriber has consumed up to pos; EVICTED at once. Kept per
+	 * subscriber so that each connection epoch ends on its own. */
+	struct crs_terminal term;
+
+	/* Line 4: demand and progress, written by the subscriber only. */
 	_Atomic uint64_t requested; /* total requested; UINT64_MAX unbounded */
 	_Atomic uint64_t consumed;  /* ring position consumed up to */
 	_Atomic uint64_t consumed_seq; /* messages consumed, as a sequence */
 	_Atomic uint32_t progress;  /* futex: bumped after each change */
 	_Atomic uint32_t cancelled;
-	uint8_t pad1[CRS_CACHELINE - 32];
+	uint8_t pad4[CRS_CACHELINE - 32];
 
-	/* Line 2: park word, written by the subscriber only:
+	/* Line 5: park word, written by the subscriber only:
 	 * (1 << 32 | data_signal value it sleeps on), 0 when awake. */
 	_Atomic uint64_t parked;
-	uint8_t pad2[CRS_CACHELINE - 8];
+	uint8_t pad5[CRS_CACHELINE - 8];
 
-	/* Line 3: subscriber-side counters. */
+	/* Line 6: subscriber-side counters. */
 	_Atomic uint64_t wakeups;
-	uint8_t pad3[CRS_CACHELINE - 8];
+	uint8_t pad6[CRS_CACHELINE - 8];
 };
-_Static_assert(offsetof(struct crs_ctl, requested) == 64, "requested");
-_Static_assert(offsetof(struct crs_ctl, parked) == 128, "parked");
-_Static_assert(offsetof(struct crs_ctl, wakeups) == 192, "wakeups");
+_Static_assert(offsetof(struct crs_ctl, term) == 64, "term");
+_Static_assert(offsetof(struct crs_ctl, requested) == 256, "requested");
+_Static_assert(offsetof(struct crs_ctl, parked) == 320, "parked");
+_Static_assert(offsetof(struct crs_ctl, wakeups) == 384, "wakeups");
 _Static_assert(sizeof(struct crs_ctl) <= CRS_CTL_SIZE, "ctl fits");
 
 #endif

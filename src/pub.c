@@ -29,6 +29,7 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "pub.h"
+#include "terminal.h"
 
 #define DEFAULT_RING (1ULL << 20)
 
@@ -518,15 +519,14 @@ static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
 	if (pub->terminated)
 		return -ESHUTDOWN;
 	pub->claimed = 0;
-	struct crs_terminal *t = &pub->hdr->terminal;
-	t->code = code;
-	t->pos = pub->pos;
-	t->seq = pub->seq;
-	memset(t->message, 0, sizeof(t->message));
-	if (message)
-		strlcpy(t->message, message, CRS_ERRMSG_MAX + 1);
-	/* Pairs with the acquire load of terminal.state in sub.c. */
-	crs_store_release(&t->state, state);
+	/* Each subscriber's own record decides its end (an epoch ends for
+	 * those present now); the stream's record is for inspectors. */
+	for (uint32_t i = 0; i < pub->max_subscribers; i++)
+		if (pub->slots[i].used)
+			crs_terminal_put(&pub->slots[i].ctl->term, state, code,
+					 pub->pos, pub->seq, message);
+	crs_terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
+			 message);
 	crs_store_relaxed(&pub->hdr->stats.state,
 			  state == CRS_TERM_COMPLETE ? 1u : 2u);
 	pub->terminated = 1;

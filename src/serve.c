@@ -18,6 +18,7 @@
 #include "ipc/memfd.h"
 #include "ipc/sock.h"
 #include "pub.h"
+#include "terminal.h"
 
 void pub_rebuild_parked(struct crs_pub *pub)
 {
@@ -40,10 +41,10 @@ void pub_drop_slot(struct crs_pub *pub, int i, int code)
 	if (!s->used)
 		return;
 	if (code) {
-		/* Tell the subscriber why before it sees the hangup; pairs
-		 * with the acquire load of ctl->ended in sub.c. */
-		atomic_store_explicit(&s->ctl->ended, code,
-				      memory_order_release);
+		/* Tell the subscriber why before it sees the hangup. */
+		crs_terminal_put(&s->ctl->term, CRS_TERM_EVICTED, code,
+				 pub->pos, pub->seq,
+				 "publisher cut this subscription off");
 		crs_store_relaxed(&pub->hdr->stats.evicted,
 				  crs_load_relaxed(&pub->hdr->stats.evicted) +
 					  1);

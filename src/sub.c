@@ -30,6 +30,7 @@
 #include "ipc/waitset.h"
 #include "layout.h"
 #include "sub.h"
+#include "terminal.h"
 
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
@@ -88,33 +89,29 @@ static int sub_idle(struct crs_sub *sub)
 {
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
-	const struct crs_terminal *t = &sub->hdr->terminal;
-	/* Pairs with the release store of state in pub_terminate(). */
-	uint32_t state = crs_load_acquire(&t->state);
-	if (state != CRS_TERM_NONE) {
-		uint64_t tpos = t->pos;
-		char msg[CRS_ERRMSG_MAX + 1];
-		memcpy(msg, t->message, CRS_ERRMSG_MAX);
-		msg[CRS_ERRMSG_MAX] = 0;
-		if (tpos == sub->pos) {
-			if (state == CRS_TERM_COMPLETE)
+	struct crs_terminal_view t;
+	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	case CRS_TERM_NONE:
+		break;
+	case CRS_TERM_EVICTED:
+		sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO, t.message);
+		return -CRS_EEND;
+	case CRS_TERM_COMPLETE:
+	case CRS_TERM_ERROR:
+		if (t.pos == sub->pos) {
+			if (t.state == CRS_TERM_COMPLETE)
 				sub_end(sub, 0, NULL);
 			else
-				sub_end(sub, t->code > 0 ? t->code : EPROTO,
-					msg);
+				sub_end(sub, t.code > 0 ? t.code : EPROTO,
+					t.message);
 			return -CRS_EEND;
 		}
-		if (tpos < sub->pos || state > CRS_TERM_ERROR) {
-			sub_end(sub, CRS_EPROTO, "corrupt terminal record");
-			return -CRS_EEND;
-		}
-	}
-	/* Pairs with the release store in pub_drop_slot(). */
-	int ended = atomic_load_explicit(&sub->ctl->ended,
-					 memory_order_acquire);
-	if (ended) {
-		sub_end(sub, ended > 0 ? ended : CRS_EPROTO,
-			"publisher ended this subscription");
+		if (t.pos > sub->pos)
+			break; /* messages before it are still to come */
+		/* a terminal behind us is corrupt */
+		__attribute__((fallthrough));
+	default:
+		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
 	int64_t now = ipc_now_ns();

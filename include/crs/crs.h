@@ -278,7 +278,9 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
  * work, for embedding the loop in epoll, libuv or GLib: wait for it
- * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine. */
+ * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
+ * io_uring delivers completions as task work, which may cut the outer
+ * wait short with EINTR: treat that as a wakeup, too. */
 int crs_loop_fd(crs_loop *loop);
 
 #ifdef __cplusplus
