@@ -111,7 +111,14 @@ struct crs_pub_stats {
 	_Atomic uint32_t subscribers;
 	_Atomic uint32_t state; /* 0 live, 1 completed, 2 failed, 3 closed */
 	_Atomic uint64_t served_ns; /* CLOCK_MONOTONIC of the last serve */
-	uint8_t pad[512 - 80];
+	_Atomic uint64_t epoch;	    /* connection epoch, 0 before the first */
+	_Atomic uint64_t retained;  /* replay: messages a late joiner gets */
+	_Atomic uint64_t retained_bytes;
+	_Atomic int64_t retained_since_ns; /* commit time of the oldest, on
+					      the publisher's clock (or
+					      INT64_MIN if unknown) */
+	_Atomic int64_t clock_ns;	   /* the publisher's clock then */
+	uint8_t pad[512 - 120];
 };
 _Static_assert(sizeof(struct crs_pub_stats) == 512, "pub stats size");
 

@@ -234,6 +234,7 @@ static int dispatch_pub(struct crs_loop *loop, int i)
 		e->serve = 0;
 		pub_serve(pub);
 	}
+	pub_flush_latest(pub);
 	if (!pub_changed(e))
 		return 0;
 	pub_remember(e);

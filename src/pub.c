@@ -38,7 +38,7 @@ void crs_pub_opts_init(struct crs_pub_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->mode = CRS_MODE_PUBLISH;
 	o->ring_bytes = DEFAULT_RING;
-	o->max_message = (uint32_t)(DEFAULT_RING / 4);
+	o->max_message = 0; /* ring_bytes / 4, whatever the ring */
 	o->max_subscribers = CRS_MAX_SUBSCRIBERS;
 }
 
@@ -57,8 +57,15 @@ static int opts_check(struct crs_pub_opts *o)
 		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
 	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
 		return -EINVAL;
-	if (o->mode != CRS_MODE_PUBLISH)
+	if (o->mode > CRS_MODE_REPLAY || o->overflow > CRS_OVERFLOW_LATEST ||
+	    o->on_disconnect > CRS_DISCONNECT_SEND_COMPLETED ||
+	    o->auto_connect < CRS_CONNECT_MANUAL ||
+	    o->auto_connect > (int32_t)o->max_subscribers ||
+	    o->replay_age_ms > INT64_MAX / 1000000)
 		return -EINVAL;
+	if (o->mode != CRS_MODE_REPLAY &&
+	    (o->replay_count || o->replay_bytes || o->replay_age_ms))
+		return -EINVAL; /* retention means nothing without replay */
 	return 0;
 }
 
@@ -121,6 +128,22 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->max_message = o->max_message;
 	pub->max_subscribers = o->max_subscribers;
 	pub->allow_uid_any = o->allow_uid_any;
+	pub->mode = o->mode;
+	pub->overflow = o->overflow;
+	pub->on_disconnect = o->on_disconnect;
+	pub->auto_connect = o->auto_connect;
+	pub->clock = o->clock;
+	pub->clock_ctx = o->clock_ctx;
+	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,
+			      (int64_t)o->replay_age_ms * 1000000,
+			      o->ring_bytes);
+	if (err)
+		return err;
+	if (o->overflow == CRS_OVERFLOW_LATEST) {
+		pub->latest = malloc(o->max_message ? o->max_message : 1);
+		if (!pub->latest)
+			return -ENOMEM;
+	}
 	header_init(pub, name, o);
 	/* Seal after mapping: our mapping stays writable, nobody else can
 	 * ever map it for writing or change its size. */
@@ -136,7 +159,11 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->listen_fd = listen_on(pub);
 	if (pub->listen_fd < 0)
 		return pub->listen_fd;
-	return ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
+	err = ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
+	if (err)
+		return err;
+	pub_auto_connect(pub); /* autoConnect(0): connected from the start */
+	return 0;
 }
 
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
@@ -173,6 +200,8 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		if (owned)
 			ipc_unlink(pub->paths.lock);
 		ipc_close(pub->lock_fd);
+		crs_retain_free(&pub->retain);
+		free(pub->latest);
 		free(pub);
 		return err;
 	}
@@ -186,6 +215,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 static void pub_recompute(struct crs_pub *pub)
 {
 	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
+	int live = 0;
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
 		if (!s->used)
@@ -206,13 +236,25 @@ static void pub_recompute(struct crs_pub *pub)
 		s->requested = req;
 		s->consumed = cons;
 		s->consumed_seq = crs_load_relaxed(&c->consumed_seq);
+		if (s->end_pos != UINT64_MAX) {
+			/* Its epoch ended: it holds back only the ring space
+			 * it has yet to read. */
+			if (cons < s->end_pos && cons + pub->ring_size < room)
+				room = cons + pub->ring_size;
+			continue;
+		}
+		if (s->epoch != pub->epoch || pub->state != PUB_CONNECTED)
+			continue; /* waits for the next epoch */
+		live++;
 		uint64_t limit = crs_credit_limit(s->join_seq, req);
 		if (limit < credit)
 			credit = limit;
 		if (cons + pub->ring_size < room)
 			room = cons + pub->ring_size;
 	}
-	if (!pub->nactive)
+	if (pub->mode == CRS_MODE_REPLAY)
+		credit = CRS_UNBOUNDED; /* run ahead, bounded by the ring */
+	else if (!live)
 		credit = 0; /* no subscriber, no demand: hold */
 	pub->credit_limit = credit;
 	pub->room_limit = room;
@@ -282,8 +324,10 @@ static inline void put_header(const struct crs_pub *pub, uint64_t pos,
 
 int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 {
-	if (__builtin_expect(pub->claimed | pub->terminated, 0))
-		return pub->claimed ? -EALREADY : -ESHUTDOWN;
+	if (__builtin_expect(pub->claimed || pub->state != PUB_CONNECTED, 0))
+		return pub->claimed			   ? -EALREADY
+		       : pub->state == PUB_TERMINATED ? -ESHUTDOWN
+						      : -ENOTCONN;
 	if (__builtin_expect(len > pub->max_message, 0))
 		return -EMSGSIZE;
 	uint64_t pad;
@@ -295,6 +339,14 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 		int err = pub_refresh(pub, need);
 		if (err)
 			return err;
+	}
+	if (pub->mode == CRS_MODE_REPLAY) {
+		/* Retained messages this frame will overwrite are gone. */
+		uint64_t end = pub->pos + need + CRS_FRAME_HEADER;
+		if (end > pub->ring_size)
+			crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
+					pub->pos, pub->seq, pub->bytes, 0,
+					end - pub->ring_size);
 	}
 	if (pad) {
 		put_header(pub, pub->pos,
@@ -308,7 +360,7 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 	return 0;
 }
 
-static void wake_subscribers(struct crs_pub *pub)
+void pub_wake_all(struct crs_pub *pub)
 {
 	pub->signal++;
 	/* Pairs with the subscriber's acquire load of data_signal before
@@ -329,7 +381,7 @@ static inline void wake_if_parked(struct crs_pub *pub)
 	for (int i = 0; i < pub->nparked; i++) {
 		uint64_t w = crs_load_relaxed(pub->parked[i]);
 		if ((w >> 32) && (uint32_t)w == pub->signal) {
-			wake_subscribers(pub);
+			pub_wake_all(pub);
 			return;
 		}
 	}
@@ -341,12 +393,15 @@ int crs_pub_commit(crs_pub *pub, size_t len)
 		return -EINVAL;
 	put_header(pub, pub->claim_pos, (uint32_t)len);
 	pub->pos = pub->claim_pos + crs_frame_size(len);
-	pub->seq++;
 	pub->claimed = 0;
+	if (pub->retain.marks)
+		crs_retain_note(&pub->retain, pub->seq, pub_now(pub));
+	pub->seq++;
+	pub->bytes += len;
 	struct crs_pub_stats *st = &pub->hdr->stats;
 	crs_store_relaxed(&st->position, pub->pos);
 	crs_store_relaxed(&st->published, pub->seq);
-	crs_store_relaxed(&st->bytes, crs_load_relaxed(&st->bytes) + len);
+	crs_store_relaxed(&st->bytes, pub->bytes);
 	wake_if_parked(pub);
 	if (__builtin_expect(--pub->until_serve == 0, 0)) {
 		pub->until_serve = PUB_SERVE_EVERY;
@@ -360,7 +415,7 @@ void crs_pub_abort(crs_pub *pub)
 	pub->claimed = 0;
 }
 
-int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
+static int publish_copy(struct crs_pub *pub, const void *data, size_t len)
 {
 	void *buf;
 	int err = crs_pub_claim(pub, len, &buf);
@@ -369,6 +424,59 @@ int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 	if (len)
 		memcpy(buf, data, len);
 	return crs_pub_commit(pub, len);
+}
+
+static void count_drop(struct crs_pub *pub)
+{
+	crs_store_relaxed(&pub->hdr->stats.dropped,
+			  crs_load_relaxed(&pub->hdr->stats.dropped) + 1);
+}
+
+/* LATEST: send the kept message if there is demand and room now. */
+void pub_flush_latest(struct crs_pub *pub)
+{
+	if (pub->latest_held &&
+	    publish_copy(pub, pub->latest, pub->latest_len) == 0)
+		pub->latest_held = 0;
+}
+
+int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
+{
+	pub_flush_latest(pub);
+	int err = pub->latest_held ? -CRS_ENODEMAND
+				   : publish_copy(pub, data, len);
+	if (err != -CRS_ENODEMAND && err != -CRS_ENOROOM)
+		return err;
+	switch (pub->overflow) {
+	case CRS_OVERFLOW_ERROR:
+		crs_pub_error(pub, ENOBUFS,
+			      err == -CRS_ENOROOM
+				      ? "publisher overflow: ring full"
+				      : "publisher overflow: no demand");
+		return err;
+	case CRS_OVERFLOW_DROP:
+		count_drop(pub);
+		return 0;
+	case CRS_OVERFLOW_LATEST:
+		if (pub->latest_held)
+			count_drop(pub); /* replaced by a newer one */
+		memcpy(pub->latest, data, len);
+		pub->latest_len = len;
+		pub->latest_held = 1;
+		return 0;
+	default:
+		while (err == -CRS_ENODEMAND || err == -CRS_ENOROOM) {
+			err = crs_pub_wait(pub, len, -1);
+			if (!err)
+				err = publish_copy(pub, data, len);
+		}
+		return err;
+	}
+}
+
+uint64_t crs_pub_dropped(const crs_pub *pub)
+{
+	return crs_load_relaxed(&pub->hdr->stats.dropped);
 }
 
 uint64_t crs_pub_demand(crs_pub *pub)
@@ -381,6 +489,7 @@ uint64_t crs_pub_demand(crs_pub *pub)
 int crs_pub_poll(crs_pub *pub)
 {
 	int n = pub_serve(pub);
+	pub_flush_latest(pub);
 	if (n >= 0)
 		pub_recompute(pub);
 	return n < 0 ? n : pub->nactive;
@@ -458,6 +567,7 @@ static int pub_wait_for(struct crs_pub *pub,
 		int64_t now = ipc_now_ns();
 		if (now >= pub->next_serve_ns)
 			pub_serve(pub);
+		pub_flush_latest(pub);
 		if (ready(pub, arg))
 			return 0;
 		if (now >= deadline)
@@ -479,8 +589,8 @@ static int ready_claim(struct crs_pub *pub, uint64_t len)
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
 {
-	if (pub->terminated)
-		return -ESHUTDOWN;
+	if (pub->state != PUB_CONNECTED)
+		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	return pub_wait_for(pub, ready_claim, len, timeout_ms);
@@ -502,9 +612,12 @@ static int ready_consumed(struct crs_pub *pub, uint64_t unused)
 {
 	(void)unused;
 	pub_recompute(pub);
-	for (uint32_t i = 0; i < pub->max_subscribers; i++)
-		if (pub->slots[i].used && pub->slots[i].consumed < pub->pos)
+	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
+		const struct pub_slot *s = &pub->slots[i];
+		uint64_t end = s->end_pos < pub->pos ? s->end_pos : pub->pos;
+		if (s->used && s->consumed < end)
 			return 0;
+	}
 	return 1;
 }
 
@@ -513,47 +626,11 @@ int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms)
 	return pub_wait_for(pub, ready_consumed, 0, timeout_ms);
 }
 
-static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
-			 const char *message)
-{
-	if (pub->terminated)
-		return -ESHUTDOWN;
-	pub->claimed = 0;
-	/* Each subscriber's own record decides its end (an epoch ends for
-	 * those present now); the stream's record is for inspectors. */
-	for (uint32_t i = 0; i < pub->max_subscribers; i++)
-		if (pub->slots[i].used)
-			crs_terminal_put(&pub->slots[i].ctl->term, state, code,
-					 pub->pos, pub->seq, message);
-	crs_terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
-			 message);
-	crs_store_relaxed(&pub->hdr->stats.state,
-			  state == CRS_TERM_COMPLETE ? 1u : 2u);
-	pub->terminated = 1;
-	crs_fence_full();
-	wake_subscribers(pub);
-	return 0;
-}
-
-int crs_pub_complete(crs_pub *pub)
-{
-	return pub_terminate(pub, CRS_TERM_COMPLETE, 0, NULL);
-}
-
-int crs_pub_error(crs_pub *pub, int code, const char *message)
-{
-	if (code <= 0)
-		return -EINVAL;
-	return pub_terminate(pub, CRS_TERM_ERROR, code, message);
-}
-
 void crs_pub_close(crs_pub *pub)
 {
 	if (!pub)
 		return;
-	if (!pub->terminated)
-		pub_terminate(pub, CRS_TERM_ERROR, EPIPE,
-			      "publisher closed without completing");
+	pub_close_epochs(pub);
 	crs_store_relaxed(&pub->hdr->stats.state, 3u);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink(pub->paths.sock);
@@ -565,5 +642,7 @@ void crs_pub_close(crs_pub *pub)
 	ipc_unmap(pub->hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
+	crs_retain_free(&pub->retain);
+	free(pub->latest);
 	free(pub);
 }

@@ -13,6 +13,7 @@
 #include "ipc/waitset.h"
 #include "layout.h"
 #include "name.h"
+#include "retain.h"
 
 #define PUB_MAX_PENDING 16
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
@@ -30,7 +31,15 @@ struct pub_slot {
 	uint64_t requested; /* last valid values read from ctl */
 	uint64_t consumed;
 	uint64_t consumed_seq; /* as the subscriber reports it (stats only) */
+	uint64_t epoch;	       /* the connection epoch it belongs to */
+	uint64_t end_pos;      /* where its epoch ended for it; UINT64_MAX
+				  while the epoch runs */
 };
+
+/* Publisher states: unconnected (before connect, after disconnect),
+ * connected (publishing in an epoch), terminated (epoch completed or
+ * failed; a new connect starts the next one). */
+enum pub_state { PUB_IDLE = 0, PUB_CONNECTED, PUB_TERMINATED };
 
 struct pub_pending {
 	int fd;
@@ -49,7 +58,7 @@ struct crs_pub {
 	uint64_t claim_pos;
 	uint64_t claim_len;
 	int claimed;
-	int terminated;
+	int state; /* enum pub_state */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal; /* our copy of data_signal */
@@ -59,6 +68,18 @@ struct crs_pub {
 	struct crs_data_header *hdr;
 
 	/* Cold. */
+	uint32_t mode;		/* enum crs_mode */
+	uint32_t overflow;	/* enum crs_overflow */
+	uint32_t on_disconnect; /* enum crs_disconnect */
+	int32_t auto_connect;	/* connect at this many subscribers; -1 no */
+	uint64_t epoch;		/* current (or last) connection epoch */
+	uint64_t bytes;		/* payload bytes committed */
+	struct crs_retain retain;
+	int64_t (*clock)(void *ctx);
+	void *clock_ctx;
+	void *latest; /* LATEST overflow: the newest message not yet sent */
+	size_t latest_len;
+	int latest_held;
 	int64_t next_serve_ns;
 	int data_fd;
 	uint64_t data_size;
@@ -85,6 +106,21 @@ int pub_serve(struct crs_pub *pub);
 void pub_drop_slot(struct crs_pub *pub, int i, int code);
 void pub_drop_all(struct crs_pub *pub);
 void pub_rebuild_parked(struct crs_pub *pub);
+
+/* epoch.c */
+/* Where a subscriber admitted now starts, and which epoch it joins;
+ * writes its terminal record if it joins a terminated replay. */
+void pub_join(struct crs_pub *pub, struct pub_slot *s, struct crs_ctl *ctl);
+/* Connect if autoConnect's count of subscribers has been reached. */
+void pub_auto_connect(struct crs_pub *pub);
+int64_t pub_now(const struct crs_pub *pub);
+/* Give everyone without a terminal record EPIPE (crs_pub_close). */
+void pub_close_epochs(struct crs_pub *pub);
+
+/* pub.c: wake every parked subscriber. */
+void pub_wake_all(struct crs_pub *pub);
+/* pub.c: LATEST overflow: publish the kept message if possible now. */
+void pub_flush_latest(struct crs_pub *pub);
 
 /* pub.c: arm ws (keys base: control fd, base+1+slot: progress words
  * expected at progress[slot]) and announce pub_parked; the caller fences

@@ -127,18 +127,18 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 		return err;
 	}
 	struct crs_ctl *ctl = map;
+	struct pub_slot joined = { 0 };
 	ctl->magic = CRS_CTL_MAGIC;
 	ctl->version = CRS_LAYOUT_VERSION;
 	ctl->slot = (uint32_t)i;
-	ctl->start_pos = pub->pos;
-	ctl->start_seq = pub->seq;
-	crs_store_relaxed(&ctl->consumed, pub->pos);
-	crs_store_relaxed(&ctl->consumed_seq, pub->seq);
+	pub_join(pub, &joined, ctl);
 
 	struct crs_hs_welcome w;
 	welcome_init(pub, &w);
 	w.slot = (uint32_t)i;
 	w.ctl_size = CRS_CTL_SIZE;
+	w.start_pos = ctl->start_pos;
+	w.start_seq = ctl->start_seq;
 	int fds[2] = { pub->data_fd, ctl_fd };
 	err = ipc_sock_send(fd, &w, sizeof(w), fds, 2);
 	if (!err)
@@ -148,22 +148,21 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 		ipc_close(ctl_fd);
 		return err;
 	}
-	*s = (struct pub_slot){ .used = 1,
-				.fd = fd,
-				.ctl_fd = ctl_fd,
-				.ctl = ctl,
-				.pid = peer->pid,
-				.join_seq = pub->seq,
-				.consumed = pub->pos,
-				.consumed_seq = pub->seq };
+	*s = joined;
+	s->used = 1;
+	s->fd = fd;
+	s->ctl_fd = ctl_fd;
+	s->ctl = ctl;
+	s->pid = peer->pid;
 	struct crs_sub_stats *st = &pub->hdr->subs[i];
 	st->pid = peer->pid;
-	crs_store_relaxed(&st->join_seq, pub->seq);
+	crs_store_relaxed(&st->join_seq, s->join_seq);
 	crs_store_relaxed(&st->requested, 0);
-	crs_store_relaxed(&st->consumed, pub->pos);
-	crs_store_relaxed(&st->consumed_seq, pub->seq);
+	crs_store_relaxed(&st->consumed, s->consumed);
+	crs_store_relaxed(&st->consumed_seq, s->consumed_seq);
 	crs_store_relaxed(&st->active, 1);
 	pub_rebuild_parked(pub);
+	pub_auto_connect(pub);
 	return 0;
 }
 
@@ -269,6 +268,19 @@ static void mirror_stats(struct crs_pub *pub, int64_t now)
 				  crs_load_relaxed(&s->ctl->wakeups));
 	}
 	crs_store_relaxed(&pub->hdr->stats.served_ns, (uint64_t)now);
+	if (pub->mode == CRS_MODE_REPLAY) {
+		struct crs_pub_stats *ps = &pub->hdr->stats;
+		int64_t clock = pub_now(pub);
+		crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
+				pub->pos, pub->seq, pub->bytes, clock, 0);
+		crs_store_relaxed(&ps->retained,
+				  pub->seq - pub->retain.tail_seq);
+		crs_store_relaxed(&ps->retained_bytes,
+				  pub->bytes - pub->retain.tail_bytes);
+		crs_store_relaxed(&ps->retained_since_ns,
+				  crs_retain_oldest_time(&pub->retain));
+		crs_store_relaxed(&ps->clock_ns, clock);
+	}
 }
 
 int pub_serve(struct crs_pub *pub)

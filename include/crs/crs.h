@@ -52,14 +52,49 @@ enum {
 /* Stream modes. */
 enum crs_mode {
 	CRS_MODE_PUBLISH = 0, /* lockstep: emit the minimum demand of all */
+	CRS_MODE_REPLAY = 1,  /* run ahead of demand, bounded by the ring;
+				 late joiners get the retained messages */
 };
+
+/* What crs_pub_offer() does when it finds no demand or no room. */
+enum crs_overflow {
+	CRS_OVERFLOW_BLOCK = 0, /* wait for demand or room (default) */
+	CRS_OVERFLOW_ERROR,	/* fail, and end the stream with ENOBUFS */
+	CRS_OVERFLOW_DROP,	/* discard the new message, count it */
+	CRS_OVERFLOW_LATEST,	/* keep only the newest unsent message */
+};
+
+/* What subscribers get when the publisher disconnects. */
+enum crs_disconnect {
+	CRS_DISCONNECT_SEND_ERROR = 0, /* on_error(ECANCELED) (default) */
+	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal */
+	CRS_DISCONNECT_SEND_COMPLETED, /* on_complete */
+};
+
+/* auto_connect value: connect only with crs_pub_connect(). */
+#define CRS_CONNECT_MANUAL (-1)
 
 struct crs_pub_opts {
 	uint32_t mode;		  /* enum crs_mode; default CRS_MODE_PUBLISH */
 	uint64_t ring_bytes;	  /* power of two, 4 KiB..1 GiB; default 1 MiB */
-	uint32_t max_message;	  /* largest message; default and cap ring/4 */
+	uint32_t max_message;	  /* largest message; 0 (default): ring/4,
+				     which is also the cap */
 	uint32_t max_subscribers; /* 1..64; default 64 */
 	uint32_t allow_uid_any;	  /* 1: accept peers of any uid (default 0) */
+	uint32_t overflow;	  /* enum crs_overflow, for crs_pub_offer */
+	uint32_t on_disconnect;	  /* enum crs_disconnect */
+	int32_t auto_connect;	  /* connect once this many subscribers have
+				     arrived; 0 (default): at creation;
+				     CRS_CONNECT_MANUAL: never by itself */
+	/* Replay mode: retain for late joiners at most this many messages,
+	 * payload bytes, and messages younger than this (0: no bound;
+	 * the ring's size always bounds what can be retained). */
+	uint64_t replay_count;
+	uint64_t replay_bytes;
+	uint64_t replay_age_ms;
+	/* Time source for replay_age_ms, ns; NULL: CLOCK_MONOTONIC. */
+	int64_t (*clock)(void *clock_ctx);
+	void *clock_ctx;
 };
 
 struct crs_sub_opts {
@@ -120,10 +155,26 @@ int crs_name_check(const char *name);
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out);
 
+/* Start emitting: a new connection epoch. Idempotent while connected.
+ * Subscribers waiting for a connection join it from its start. Returns
+ * the epoch (>= 1) or -errno. */
+int64_t crs_pub_connect(crs_pub *pub);
+
+/* End epoch `epoch` if it is the current, connected one, with the
+ * on_disconnect strategy; a stale epoch is ignored. Returns 0. */
+int crs_pub_disconnect(crs_pub *pub, int64_t epoch);
+
+/* The current (or last) epoch; 0 before the first connect. */
+int64_t crs_pub_epoch(const crs_pub *pub);
+
+/* Messages dropped by the DROP and LATEST overflow strategies. */
+uint64_t crs_pub_dropped(const crs_pub *pub);
+
 /* Reserve len bytes in the ring; *buf points at them. Hot path: no
  * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
- * -EMSGSIZE (len > max_message), -EALREADY (a claim is open) or
- * -ESHUTDOWN (the stream has terminated). */
+ * -EMSGSIZE (len > max_message), -EALREADY (a claim is open),
+ * -ENOTCONN (not connected) or -ESHUTDOWN (the epoch has terminated).
+ * Overflow strategies do not apply here: the caller decides. */
 int crs_pub_claim(crs_pub *pub, size_t len, void **buf);
 
 /* Publish the claimed message with its final length len (<= the claimed
@@ -133,7 +184,13 @@ int crs_pub_commit(crs_pub *pub, size_t len);
 /* Drop the open claim, publishing nothing. */
 void crs_pub_abort(crs_pub *pub);
 
-/* Copying convenience: claim, copy, commit. Same returns as claim. */
+/* Copying convenience: claim, copy, commit, applying the overflow
+ * strategy when there is no demand or room: BLOCK waits (serving
+ * subscribers), ERROR ends the stream with ENOBUFS and returns the
+ * claim's error, DROP discards the message, LATEST keeps it as the one
+ * message to send once possible (replacing, and dropping, an older one;
+ * it goes out at the next offer, poll, wait or loop round). Returns 0
+ * (published, or handled by DROP/LATEST) or the claim's errors. */
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
 
 /* How many messages may be published now (demand), CRS_UNBOUNDED if
@@ -163,10 +220,13 @@ int crs_pub_subscribers(const crs_pub *pub);
 /* Wait until at least n subscribers are active. 0 or -ETIMEDOUT. */
 int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms);
 
-/* Terminate the stream: every subscriber gets on_complete (or on_error
- * with code and message, truncated to CRS_ERRMSG_MAX) after the messages
- * published before it. Needs no demand. Returns 0 or -ESHUTDOWN if the
- * stream already terminated. code must be > 0 for crs_pub_error. */
+/* Terminate the current epoch: every subscriber in it gets on_complete
+ * (or on_error with code and message, truncated to CRS_ERRMSG_MAX) after
+ * the messages published before it. Needs no demand. Returns 0,
+ * -ESHUTDOWN (already terminated) or -ENOTCONN (not connected). code
+ * must be > 0 for crs_pub_error. A later crs_pub_connect() starts a new
+ * epoch; in replay mode subscribers arriving before that get the
+ * retained messages and this terminal signal. */
 int crs_pub_complete(crs_pub *pub);
 int crs_pub_error(crs_pub *pub, int code, const char *message);
 
