@@ -308,6 +308,8 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		int r = crs_sub_poll(sub, &msg);
 		if (r == 0)
 			break;
+		if (r < 0 && n > 0)
+			break; /* report the count; the end comes next call */
 		if (r < 0) {
 			if (!sub->end_delivered) {
 				sub->end_delivered = 1;

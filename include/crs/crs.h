@@ -272,9 +272,10 @@ void crs_sub_cancel(crs_sub *sub);
 int crs_sub_wait(crs_sub *sub, int timeout_ms);
 
 /* Deliver up to max messages (and, at the end, the terminal signal) to
- * the callbacks, without blocking. Returns the number of on_next calls,
- * or -CRS_EEND once the terminal signal has been delivered (it is
- * delivered exactly once; later calls return -CRS_EEND at once). */
+ * the callbacks, without blocking. Returns the number of on_next calls
+ * (0: nothing yet), or -CRS_EEND from a call that delivered no message
+ * and found the stream ended: that call delivers the terminal signal,
+ * exactly once (later calls return -CRS_EEND at once). */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
 
