@@ -132,6 +132,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->overflow = o->overflow;
 	pub->on_disconnect = o->on_disconnect;
 	pub->auto_connect = o->auto_connect;
+	pub->untethered_ns = (int64_t)o->untethered_ms * 1000000;
 	pub->clock = o->clock;
 	pub->clock_ctx = o->clock_ctx;
 	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,
@@ -209,6 +210,21 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	return 0;
 }
 
+/* Holding the stream back (no demand left in lockstep, or unread
+ * messages) and silent for longer than the untethered timeout? */
+static int untethered(const struct crs_pub *pub, struct pub_slot *s,
+		      uint64_t limit, int moved)
+{
+	int holding = s->consumed < pub->pos ||
+		      (pub->mode == CRS_MODE_PUBLISH && limit <= pub->seq);
+	int64_t now = ipc_now_ns();
+	if (moved || !holding) {
+		s->moved_ns = now; /* the clock runs while it holds back */
+		return 0;
+	}
+	return now - s->moved_ns > pub->untethered_ns;
+}
+
 /* Re-read every subscriber's demand and consumed position and recompute
  * the limits. A subscriber whose words went backwards or past what was
  * published is cut off with CRS_EPROTO; one that cancelled is dropped. */
@@ -233,6 +249,7 @@ static void pub_recompute(struct crs_pub *pub)
 			pub_drop_slot(pub, (int)i, CRS_EPROTO);
 			continue;
 		}
+		int moved = req != s->requested || cons != s->consumed;
 		s->requested = req;
 		s->consumed = cons;
 		s->consumed_seq = crs_load_relaxed(&c->consumed_seq);
@@ -245,8 +262,12 @@ static void pub_recompute(struct crs_pub *pub)
 		}
 		if (s->epoch != pub->epoch || pub->state != PUB_CONNECTED)
 			continue; /* waits for the next epoch */
-		live++;
 		uint64_t limit = crs_credit_limit(s->join_seq, req);
+		if (pub->untethered_ns && untethered(pub, s, limit, moved)) {
+			pub_drop_slot(pub, (int)i, ETIMEDOUT);
+			continue;
+		}
+		live++;
 		if (limit < credit)
 			credit = limit;
 		if (cons + pub->ring_size < room)
@@ -545,6 +566,11 @@ static int pub_park(struct crs_pub *pub,
 	int r = ready(pub, arg);
 	if (!r && gen == pub->slot_gen) {
 		uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+		if (pub->untethered_ns) { /* wake up to evict in time */
+			int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
+			if (check < deadline)
+				deadline = check;
+		}
 		int n = ipc_waitset_wait(pub->ws, deadline, fired,
 					 CRS_MAX_SUBSCRIBERS + 1);
 		r = n < 0 ? n : 0;

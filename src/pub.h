@@ -34,6 +34,7 @@ struct pub_slot {
 	uint64_t epoch;	       /* the connection epoch it belongs to */
 	uint64_t end_pos;      /* where its epoch ended for it; UINT64_MAX
 				  while the epoch runs */
+	int64_t moved_ns;      /* when it last requested or consumed */
 };
 
 /* Publisher states: unconnected (before connect, after disconnect),
@@ -72,6 +73,7 @@ struct crs_pub {
 	uint32_t overflow;	/* enum crs_overflow */
 	uint32_t on_disconnect; /* enum crs_disconnect */
 	int32_t auto_connect;	/* connect at this many subscribers; -1 no */
+	int64_t untethered_ns;	/* evict stalled subscribers after; 0 never */
 	uint64_t epoch;		/* current (or last) connection epoch */
 	uint64_t bytes;		/* payload bytes committed */
 	struct crs_retain retain;

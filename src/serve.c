@@ -44,7 +44,11 @@ void pub_drop_slot(struct crs_pub *pub, int i, int code)
 		/* Tell the subscriber why before it sees the hangup. */
 		crs_terminal_put(&s->ctl->term, CRS_TERM_EVICTED, code,
 				 pub->pos, pub->seq,
-				 "publisher cut this subscription off");
+				 code == ETIMEDOUT
+					 ? "evicted: held the stream back "
+					   "without demand or progress"
+					 : "publisher cut this subscription off "
+					   "for a protocol violation");
 		crs_store_relaxed(&pub->hdr->stats.evicted,
 				  crs_load_relaxed(&pub->hdr->stats.evicted) +
 					  1);
@@ -154,6 +158,7 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	s->ctl_fd = ctl_fd;
 	s->ctl = ctl;
 	s->pid = peer->pid;
+	s->moved_ns = ipc_now_ns();
 	struct crs_sub_stats *st = &pub->hdr->subs[i];
 	st->pid = peer->pid;
 	crs_store_relaxed(&st->join_seq, s->join_seq);

@@ -38,6 +38,9 @@
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
 #define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
 #define SPIN_NS 20000LL		  /* poll this long before parking */
+/* Report progress at least every this many messages (or ring/4 bytes),
+ * so a busy but slow reader never looks stalled to the publisher. */
+#define PUBLISH_EVERY 256
 
 
 void crs_sub_opts_init(struct crs_sub_opts *o)
@@ -71,6 +74,7 @@ static void sub_publish(struct crs_sub *sub)
 	crs_store_release(&c->requested, sub->requested);
 	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
 	sub->published_pos = sub->pos;
+	sub->since_publish = 0;
 	crs_fence_full();
 	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
 		ipc_futex_wake(&c->progress, 1);
@@ -185,7 +189,8 @@ void crs_sub_release(crs_sub *sub)
 						sub->since_request);
 		sub->since_request = 0;
 		sub_publish(sub);
-	} else if (sub->pos - sub->published_pos >= sub->publish_step) {
+	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
+		   ++sub->since_publish >= PUBLISH_EVERY) {
 		sub_publish(sub);
 	}
 }

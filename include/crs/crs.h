@@ -92,6 +92,13 @@ struct crs_pub_opts {
 	uint64_t replay_count;
 	uint64_t replay_bytes;
 	uint64_t replay_age_ms;
+	/* Evict a subscriber that holds the stream back (no demand left,
+	 * or unread messages) without requesting or consuming anything for
+	 * this long: it gets on_error(ETIMEDOUT) and stops holding the
+	 * others back. 0 (default): never; a slow subscriber holding the
+	 * others back is the lockstep contract, and cutting one off loses
+	 * its messages, so it has to be asked for. */
+	uint32_t untethered_ms;
 	/* Time source for replay_age_ms, ns; NULL: CLOCK_MONOTONIC. */
 	int64_t (*clock)(void *clock_ctx);
 	void *clock_ctx;

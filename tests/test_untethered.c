@@ -1,0 +1,105 @@
+/*
+ * test_untethered.c - the slow-consumer policy: a subscriber that holds
+ * a lockstep stream back without requesting or consuming anything for
+ * longer than untethered_ms is evicted with ETIMEDOUT, and the others
+ * flow again. Without the option, nobody is ever evicted.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "util.h"
+
+struct sub_args {
+	char name[64];
+	uint32_t prefetch;
+	int expect_code;
+	uint64_t expect_count;
+};
+
+/* Read until the end; check how it ended and how much arrived. */
+static int subscriber(void *arg, int chan)
+{
+	struct sub_args *a = arg;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(a->name, a->prefetch, &sub), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	struct crs_msg m;
+	uint64_t n = 0;
+	int r;
+	while ((r = tu_sub_next(sub, &m, 30000)) == 1) {
+		CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+		n++;
+	}
+	CHECK_EQ(r, -CRS_EEND);
+	CHECK_EQ(crs_sub_end(sub)->code, a->expect_code);
+	CHECK_EQ(n, a->expect_count);
+	crs_sub_close(sub);
+	return 0;
+}
+
+static void run(uint32_t untethered_ms)
+{
+	char name[64];
+	tu_name(name, sizeof(name), "untethered");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.untethered_ms = untethered_ms;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	struct sub_args fast = { .prefetch = 16, .expect_code = 0,
+				 .expect_count = 200 };
+	struct sub_args idle = { .prefetch = 0, .expect_code = ETIMEDOUT };
+	strcpy(fast.name, name);
+	strcpy(idle.name, name);
+	int cf, ci;
+	pid_t pf = tu_spawn(subscriber, &fast, &cf, 60);
+	pid_t pi = tu_spawn(subscriber, &idle, &ci, 60);
+	assert_int_equal(tu_pub_await_count(pub, 2, 10000), 0);
+	for (uint64_t seq = 0; seq < 200; seq++) {
+		int r = tu_pub_send(pub, seq, 64, untethered_ms ? 20000 : 500);
+		if (!untethered_ms) {
+			/* Nobody is evicted: the idle one holds everyone. */
+			assert_int_equal(r, -CRS_ENODEMAND);
+			assert_int_equal(crs_pub_subscribers(pub), 2);
+			tu_kill(pi);
+			tu_kill(pf);
+			close(cf);
+			close(ci);
+			crs_pub_close(pub);
+			return;
+		}
+		assert_int_equal(r, 0);
+	}
+	assert_int_equal(crs_pub_subscribers(pub), 1);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pf, 20000), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pi, 20000), 0);
+	close(cf);
+	close(ci);
+	crs_pub_close(pub);
+}
+
+static void test_evicts_idle_subscriber(void **state)
+{
+	(void)state;
+	run(200);
+}
+
+static void test_default_never_evicts(void **state)
+{
+	(void)state;
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	assert_int_equal(o.untethered_ms, 0);
+	run(0);
+}
+
+int main(void)
+{
+	tu_init();
+	const struct CMUnitTest tests[] = {
+		TU_TEST(test_evicts_idle_subscriber),
+		TU_TEST(test_default_never_evicts),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
