@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 /* Resolve ($CRS_DIR, $XDG_RUNTIME_DIR/crs, /tmp/crs-$UID), create it with
- * mode 0700 if missing and check that it is ours and not open to others.
+ * mode 0700 if missing and check that it belongs to us or root and that
+ * nobody else may write to it.
  * Returns the length written to buf or -errno (-EPERM if unsafe). */
 int ipc_rundir(char *buf, size_t size, int create);
 

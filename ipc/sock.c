@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -30,8 +31,10 @@ int ipc_sock_listen(const char *path)
 			0);
 	if (fd < 0)
 		return -errno;
+	/* Reachable for any local peer the directory lets in: who may
+	 * subscribe is decided by peer credentials, not file modes. */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(fd, 64) < 0) {
+	    chmod(path, 0666) < 0 || listen(fd, 64) < 0) {
 		err = -errno;
 		close(fd);
 		return err;

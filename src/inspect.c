@@ -79,6 +79,16 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->no_demand = crs_load_relaxed(&st->no_demand);
 	f->no_room = crs_load_relaxed(&st->no_room);
 	f->evicted = crs_load_relaxed(&st->evicted);
+	f->refused = crs_load_relaxed(&st->refused);
+	f->epoch = crs_load_relaxed(&st->epoch);
+	f->retained = crs_load_relaxed(&st->retained);
+	f->retained_bytes = crs_load_relaxed(&st->retained_bytes);
+	int64_t since = crs_load_relaxed(&st->retained_since_ns);
+	int64_t clock = crs_load_relaxed(&st->clock_ns);
+	f->retained_age_ns = f->mode != CRS_MODE_REPLAY || since == INT64_MIN ||
+					     clock < since
+				     ? -1
+				     : clock - since;
 	f->sampled_ns = ipc_now_ns();
 	uint32_t state = crs_load_relaxed(&st->state);
 	struct crs_terminal_view t;

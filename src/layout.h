@@ -118,7 +118,8 @@ struct crs_pub_stats {
 					      the publisher's clock (or
 					      INT64_MIN if unknown) */
 	_Atomic int64_t clock_ns;	   /* the publisher's clock then */
-	uint8_t pad[512 - 120];
+	_Atomic uint64_t refused;	   /* peers refused admission */
+	uint8_t pad[512 - 128];
 };
 _Static_assert(sizeof(struct crs_pub_stats) == 512, "pub stats size");
 

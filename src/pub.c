@@ -63,6 +63,8 @@ static int opts_check(struct crs_pub_opts *o)
 	    o->auto_connect > (int32_t)o->max_subscribers ||
 	    o->replay_age_ms > INT64_MAX / 1000000)
 		return -EINVAL;
+	if (o->n_allow_uids > 8)
+		return -EINVAL;
 	if (o->mode != CRS_MODE_REPLAY &&
 	    (o->replay_count || o->replay_bytes || o->replay_age_ms))
 		return -EINVAL; /* retention means nothing without replay */
@@ -127,7 +129,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->mask = o->ring_bytes - 1;
 	pub->max_message = o->max_message;
 	pub->max_subscribers = o->max_subscribers;
-	pub->allow_uid_any = o->allow_uid_any;
+	pub->access = *o;
 	pub->mode = o->mode;
 	pub->overflow = o->overflow;
 	pub->on_disconnect = o->on_disconnect;

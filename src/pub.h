@@ -89,7 +89,7 @@ struct crs_pub {
 	int lock_fd;
 	int ep; /* epoll set: listen socket, pending and slot sockets */
 	uint32_t max_subscribers;
-	uint32_t allow_uid_any;
+	struct crs_pub_opts access; /* the allow_* fields decide admission */
 	int nactive;
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
 	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */

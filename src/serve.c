@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -171,6 +172,17 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	return 0;
 }
 
+static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
+{
+	if (p->uid == getuid() || a->allow_uid_any ||
+	    (a->allow_group && p->gid == a->allow_gid))
+		return 1;
+	for (uint32_t i = 0; i < a->n_allow_uids && i < 8; i++)
+		if (a->allow_uids[i] == p->uid)
+			return 1;
+	return 0;
+}
+
 /* A pending connection spoke (or hung up): decode its HELLO. */
 static void pending_ready(struct crs_pub *pub, int i)
 {
@@ -197,8 +209,15 @@ static void pending_ready(struct crs_pub *pub, int i)
 		reject(fd, EPROTO, "expected a HELLO");
 	} else if (ipc_sock_peer(fd, &peer) < 0) {
 		reject(fd, EPERM, "peer credentials unavailable");
-	} else if (!pub->allow_uid_any && peer.uid != getuid()) {
-		reject(fd, EACCES, "peer runs as another user");
+	} else if (!allowed(&pub->access, &peer)) {
+		char why[CRS_HS_REASON_MAX];
+		snprintf(why, sizeof(why),
+			 "uid %u may not subscribe to stream '%s'",
+			 (unsigned)peer.uid, pub->hdr->seg.name);
+		reject(fd, EACCES, why);
+		crs_store_relaxed(&pub->hdr->stats.refused,
+				  crs_load_relaxed(&pub->hdr->stats.refused) +
+					  1);
 	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
 		welcome_inspector(pub, fd);
 	} else if (admit(pub, fd, &peer) == 0) {

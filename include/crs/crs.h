@@ -80,7 +80,16 @@ struct crs_pub_opts {
 	uint32_t max_message;	  /* largest message; 0 (default): ring/4,
 				     which is also the cap */
 	uint32_t max_subscribers; /* 1..64; default 64 */
-	uint32_t allow_uid_any;	  /* 1: accept peers of any uid (default 0) */
+	/* Who may subscribe. Always our own uid; besides: anyone
+	 * (allow_uid_any = 1), members of group allow_gid (allow_group = 1;
+	 * the peer's primary gid as the kernel reports it), and the first
+	 * n_allow_uids of allow_uids. Others are refused with EACCES. The
+	 * runtime directory must let them reach the socket, too. */
+	uint32_t allow_uid_any;
+	uint32_t allow_group;
+	uint32_t allow_gid;
+	uint32_t n_allow_uids;
+	uint32_t allow_uids[8];
 	uint32_t overflow;	  /* enum crs_overflow, for crs_pub_offer */
 	uint32_t on_disconnect;	  /* enum crs_disconnect */
 	int32_t auto_connect;	  /* connect once this many subscribers have
@@ -147,7 +156,9 @@ void crs_pub_opts_init(struct crs_pub_opts *opts);
 void crs_sub_opts_init(struct crs_sub_opts *opts);
 
 /* The runtime directory streams live in ($CRS_DIR, else
- * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID). Returns the length or -errno. */
+ * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID). It must be owned by us or
+ * by root and writable by nobody else, or it is refused with -EPERM.
+ * Returns the length or -errno. */
 int crs_runtime_dir(char *buf, size_t size);
 
 /* 0 if name is a valid stream name, else -EINVAL. */

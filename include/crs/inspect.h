@@ -45,7 +45,12 @@ struct crs_stream_info {
 	uint64_t wakes;	    /* wakeups sent to sleeping subscribers */
 	uint64_t no_demand; /* claims refused: no demand */
 	uint64_t no_room;   /* claims refused: ring full */
-	uint64_t evicted;   /* subscribers cut off for violations */
+	uint64_t evicted;   /* subscribers cut off (violation, stall) */
+	uint64_t refused;   /* peers refused admission (access control) */
+	uint64_t epoch;	    /* connection epoch, 0 before the first */
+	uint64_t retained;  /* replay: messages a late joiner gets now */
+	uint64_t retained_bytes;
+	int64_t retained_age_ns; /* age of the oldest retained; -1 unknown */
 	int end_code;	    /* for COMPLETED/FAILED: 0 or the error code */
 	char end_message[CRS_ERRMSG_MAX + 1];
 	int64_t sampled_ns; /* CLOCK_MONOTONIC when this was read */
