@@ -1,0 +1,362 @@
+/*
+ * crs_fault.c - the crash matrix. Round after round, a publisher process
+ * and a few subscriber processes exchange checked messages while this
+ * program SIGKILLs them or SIGSTOPs and later SIGCONTs them at random
+ * moments (mid-claim, mid-commit, mid-handshake, asleep, replaying: the
+ * moments are random, so over many rounds all of them are hit).
+ *
+ * After each round:
+ *   - no surviving process may still run past a deadline (a hang);
+ *   - no subscriber may have seen a torn, duplicated, reordered or
+ *     skipped message (a violation): each reports through its exit code;
+ *   - a subscriber that completed has every message from where it
+ *     joined to the end, exactly once;
+ *   - the stream name can be taken again at once by a new publisher.
+ *
+ *   crs-fault [--rounds N] [--seed S] [--faults-min F] [--json]
+ *
+ * Prints one summary line (and JSON with --json); exits 1 on any hang or
+ * violation.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crs/crs.h"
+#include "tests/util.h"
+
+#define MAX_SUBS 3
+#define MESSAGES 3000
+#define MAX_LEN 2000
+#define ROUND_DEADLINE_MS 15000
+
+/* Subscriber exit codes. */
+enum { SUB_COMPLETED = 0, SUB_PUBLISHER_GONE = 10, SUB_VIOLATION = 20,
+       SUB_ERROR = 30 };
+
+static uint64_t rng_state;
+static uint64_t rnd(uint64_t n)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (rng_state >> 33) % (n ? n : 1);
+}
+
+static size_t msg_len(uint64_t seq)
+{
+	return (size_t)(tu_mix(seq) % MAX_LEN);
+}
+
+static int64_t now_ms(void)
+{
+	return tu_now_ms();
+}
+
+static void die_with_parent(void)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static int publisher(const char *name, int replay)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = 64 * 1024;
+	if (replay) {
+		o.mode = CRS_MODE_REPLAY;
+		o.replay_count = 500;
+	}
+	crs_pub *pub;
+	if (crs_pub_create(name, &o, &pub))
+		return 2;
+	crs_pub_wait_subscribers(pub, 1, 2000);
+	for (uint64_t seq = 0; seq < MESSAGES; seq++) {
+		size_t len = msg_len(seq);
+		for (;;) {
+			void *buf;
+			int r = crs_pub_claim(pub, len, &buf);
+			if (r == 0) {
+				tu_fill(buf, len, seq);
+				crs_pub_commit(pub, len);
+				break;
+			}
+			if (r != -CRS_ENODEMAND && r != -CRS_ENOROOM)
+				return 3;
+			/* All subscribers gone (killed): lockstep holds
+			 * forever by contract, so this publisher gives up. */
+			if (crs_pub_wait(pub, len, 1000) == -ETIMEDOUT &&
+			    crs_pub_subscribers(pub) == 0 && !replay) {
+				crs_pub_close(pub);
+				return 0;
+			}
+		}
+	}
+	crs_pub_complete(pub);
+	crs_pub_wait_consumed(pub, 3000);
+	crs_pub_close(pub);
+	return 0;
+}
+
+static int subscriber(const char *name)
+{
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 2000;
+	o.handshake_ms = 2000;
+	o.prefetch = 1 + (uint32_t)(getpid() % 64);
+	crs_sub *sub;
+	int r = crs_sub_open(name, &o, &sub);
+	if (r && r != -ENOENT && r != -ETIMEDOUT && r != -ECONNRESET)
+		fprintf(stderr, "subscriber: open: %s\n", crs_strerror(r));
+	if (r)
+		return r == -ENOENT || r == -ETIMEDOUT || r == -ECONNRESET
+			       ? SUB_PUBLISHER_GONE
+			       : SUB_ERROR;
+	int64_t expect = -1;
+	struct crs_msg m;
+	for (;;) {
+		r = crs_sub_poll(sub, &m);
+		if (r == 0) {
+			crs_sub_wait(sub, 1000);
+			continue;
+		}
+		if (r < 0)
+			break;
+		if ((expect >= 0 && m.seq != (uint64_t)expect) ||
+		    m.len != msg_len(m.seq) ||
+		    tu_verify(m.data, m.len, m.seq) >= 0) {
+			fprintf(stderr, "violation: seq %llu (expected %lld)\n",
+				(unsigned long long)m.seq, (long long)expect);
+			return SUB_VIOLATION;
+		}
+		expect = (int64_t)m.seq + 1;
+		crs_sub_release(sub);
+	}
+	int code = crs_sub_end(sub)->code;
+	if (code && code != EPIPE)
+		fprintf(stderr, "subscriber: ended with %d: %s\n", code,
+			crs_sub_end(sub)->message);
+	crs_sub_close(sub);
+	if (code == 0)
+		/* Completed: it must have everything up to the end. */
+		return expect == MESSAGES || expect == -1 ? SUB_COMPLETED
+							  : SUB_VIOLATION;
+	return code == EPIPE ? SUB_PUBLISHER_GONE : SUB_ERROR;
+}
+
+struct stats {
+	uint64_t rounds, faults, kills, stops, hangs, violations, errors;
+	uint64_t completed, gone, reused;
+};
+
+static pid_t spawn(int (*fn)(const char *), const char *name)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		die_with_parent();
+		alarm(60); /* a hang shows as SIGALRM, never forever */
+		_exit(fn(name));
+	}
+	return pid;
+}
+
+static int pub_main(const char *name)
+{
+	return publisher(name, name[0] == 'r');
+}
+
+static void one_round(struct stats *st, int round)
+{
+	char name[64];
+	int replay = (int)rnd(2);
+	snprintf(name, sizeof(name), "%s-%d-%d", replay ? "r" : "p",
+		 (int)getpid(), round);
+	pid_t pids[1 + MAX_SUBS];
+	int alive[1 + MAX_SUBS] = { 0 };
+	int n = 1 + 1 + (int)rnd(MAX_SUBS);
+	pids[0] = spawn(pub_main, name);
+	alive[0] = 1;
+	for (int i = 1; i < n; i++) {
+		pids[i] = spawn(subscriber, name);
+		alive[i] = 1;
+	}
+	int faults = (int)rnd(4);
+	for (int f = 0; f < faults; f++) {
+		struct timespec ts = { 0, (long)rnd(30) * 1000000 };
+		nanosleep(&ts, NULL);
+		int v = (int)rnd((uint64_t)n);
+		if (rnd(2)) {
+			kill(pids[v], SIGKILL);
+			st->kills++;
+		} else {
+			kill(pids[v], SIGSTOP);
+			struct timespec pause = { 0, (long)rnd(20) * 1000000 };
+			nanosleep(&pause, NULL);
+			kill(pids[v], SIGCONT);
+			st->stops++;
+		}
+		st->faults++;
+	}
+	int64_t deadline = now_ms() + ROUND_DEADLINE_MS;
+	int left = n;
+	int pub_killed = 0;
+	while (left > 0) {
+		for (int i = 0; i < n; i++) {
+			if (!alive[i])
+				continue;
+			int status;
+			pid_t r = waitpid(pids[i], &status, WNOHANG);
+			if (r != pids[i])
+				continue;
+			alive[i] = 0;
+			left--;
+			if (WIFSIGNALED(status)) {
+				if (WTERMSIG(status) == SIGALRM) {
+					st->hangs++;
+					fprintf(stderr, "round %d: pid %d hung\n",
+						round, (int)pids[i]);
+				}
+				if (i == 0)
+					pub_killed = 1;
+				continue;
+			}
+			int code = WEXITSTATUS(status);
+			if (code && code != SUB_PUBLISHER_GONE)
+				fprintf(stderr, "round %d: %s exited with %d\n",
+					round, i ? "subscriber" : "publisher",
+					code);
+			if (i == 0) {
+				if (code)
+					st->errors++;
+				continue;
+			}
+			if (code == SUB_COMPLETED)
+				st->completed++;
+			else if (code == SUB_PUBLISHER_GONE)
+				st->gone++;
+			else if (code == SUB_VIOLATION)
+				st->violations++;
+			else
+				st->errors++;
+		}
+		if (left && now_ms() > deadline) {
+			for (int i = 0; i < n; i++) {
+				if (!alive[i])
+					continue;
+				fprintf(stderr, "round %d: %s pid %d hung\n",
+					round, i ? "subscriber" : "publisher",
+					(int)pids[i]);
+				if (getenv("CRS_FAULT_DEBUG")) {
+					char cmd[128];
+					snprintf(cmd, sizeof(cmd),
+						 "gdb -p %d -batch -ex bt 2>/dev/null | grep '^#'",
+						 (int)pids[i]);
+					if (system(cmd) < 0)
+						perror("gdb");
+				}
+				kill(pids[i], SIGKILL);
+				waitpid(pids[i], NULL, 0);
+				st->hangs++;
+			}
+			break;
+		}
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	/* The name is free again at once, also after a killed publisher. */
+	crs_pub *again;
+	int r = crs_pub_create(name, NULL, &again);
+	if (r == 0) {
+		crs_pub_close(again);
+		st->reused += pub_killed;
+	} else {
+		fprintf(stderr, "round %d: name not reusable: %s\n", round,
+			crs_strerror(r));
+		st->errors++;
+	}
+	st->rounds++;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t rounds = 50, faults_min = 0, seed = (uint64_t)time(NULL);
+	int json = 0;
+	static const struct option opts[] = {
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "faults-min", required_argument, NULL, 'f' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 }
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			rounds = strtoull(optarg, NULL, 0);
+			break;
+		case 's':
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'f':
+			faults_min = strtoull(optarg, NULL, 0);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: crs-fault [--rounds N] [--seed S] "
+					"[--faults-min F] [--json]\n");
+			return 2;
+		}
+	}
+	rng_state = seed;
+	signal(SIGPIPE, SIG_IGN);
+	char dir[] = "/tmp/crs-fault-XXXXXX";
+	if (!mkdtemp(dir) || setenv("CRS_DIR", dir, 1)) {
+		perror("crs-fault: runtime directory");
+		return 2;
+	}
+	struct stats st = { 0 };
+	int64_t t0 = now_ms();
+	for (int round = 0; st.rounds < rounds || st.faults < faults_min;
+	     round++)
+		one_round(&st, round);
+	double secs = (double)(now_ms() - t0) / 1000.0;
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "crs-fault: could not remove %s\n", dir);
+	printf("crs-fault: seed %llu: %llu rounds, %llu faults (%llu kills, "
+	       "%llu stop/cont), %llu hangs, %llu violations, %llu errors; "
+	       "subscribers: %llu completed, %llu saw the publisher die; "
+	       "name reused after %llu killed publishers; %.1f s\n",
+	       (unsigned long long)seed, (unsigned long long)st.rounds,
+	       (unsigned long long)st.faults, (unsigned long long)st.kills,
+	       (unsigned long long)st.stops, (unsigned long long)st.hangs,
+	       (unsigned long long)st.violations, (unsigned long long)st.errors,
+	       (unsigned long long)st.completed, (unsigned long long)st.gone,
+	       (unsigned long long)st.reused, secs);
+	if (json)
+		printf("{\"seed\":%llu,\"rounds\":%llu,\"faults\":%llu,"
+		       "\"kills\":%llu,\"stops\":%llu,\"hangs\":%llu,"
+		       "\"violations\":%llu,\"errors\":%llu,\"completed\":%llu,"
+		       "\"publisher_gone\":%llu,\"seconds\":%.1f}\n",
+		       (unsigned long long)seed, (unsigned long long)st.rounds,
+		       (unsigned long long)st.faults,
+		       (unsigned long long)st.kills, (unsigned long long)st.stops,
+		       (unsigned long long)st.hangs,
+		       (unsigned long long)st.violations,
+		       (unsigned long long)st.errors,
+		       (unsigned long long)st.completed,
+		       (unsigned long long)st.gone, secs);
+	printf("%d passed, %d failed\n",
+	       st.hangs || st.violations || st.errors ? 0 : 1,
+	       st.hangs || st.violations || st.errors ? 1 : 0);
+	return st.hangs || st.violations || st.errors ? 1 : 0;
+}
