@@ -233,14 +233,15 @@ static int untethered(const struct crs_pub *pub, struct pub_slot *s,
 static void pub_recompute(struct crs_pub *pub)
 {
 	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
-	int live = 0;
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
+	int live = 0, n = pub->nactive;
+	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* dropping slots edits pub's */
+	memcpy(active, pub->active, (size_t)n);
+	for (int k = 0; k < n; k++) {
+		int i = active[k];
 		struct pub_slot *s = &pub->slots[i];
-		if (!s->used)
-			continue;
 		struct crs_ctl *c = s->ctl;
 		if (crs_load_relaxed(&c->cancelled)) {
-			pub_drop_slot(pub, (int)i, 0);
+			pub_drop_slot(pub, i, 0);
 			continue;
 		}
 		/* Pair with the subscriber's release stores in sub.c. */
@@ -248,7 +249,7 @@ static void pub_recompute(struct crs_pub *pub)
 		uint64_t cons = crs_load_acquire(&c->consumed);
 		if (req < s->requested || cons < s->consumed || cons > pub->pos ||
 		    (cons & (CRS_FRAME_ALIGN - 1))) {
-			pub_drop_slot(pub, (int)i, CRS_EPROTO);
+			pub_drop_slot(pub, i, CRS_EPROTO);
 			continue;
 		}
 		int moved = req != s->requested || cons != s->consumed;
@@ -266,7 +267,7 @@ static void pub_recompute(struct crs_pub *pub)
 			continue; /* waits for the next epoch */
 		uint64_t limit = crs_credit_limit(s->join_seq, req);
 		if (pub->untethered_ns && untethered(pub, s, limit, moved)) {
-			pub_drop_slot(pub, (int)i, ETIMEDOUT);
+			pub_drop_slot(pub, i, ETIMEDOUT);
 			continue;
 		}
 		live++;

@@ -91,6 +91,7 @@ struct crs_pub {
 	uint32_t max_subscribers;
 	struct crs_pub_opts access; /* the allow_* fields decide admission */
 	int nactive;
+	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* slots in use, nactive of them */
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
 	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */
 	struct crs_paths paths;

@@ -24,9 +24,12 @@
 void pub_rebuild_parked(struct crs_pub *pub)
 {
 	int n = 0;
-	for (uint32_t i = 0; i < pub->max_subscribers; i++)
-		if (pub->slots[i].used)
+	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
+		if (pub->slots[i].used) {
+			pub->active[n] = (uint8_t)i;
 			pub->parked[n++] = &pub->slots[i].ctl->parked;
+		}
+	}
 	pub->nparked = n;
 	pub->nactive = n;
 	pub->slot_gen++;
