@@ -90,7 +90,8 @@ int ipc_dir_list(const char *dir, const char *suffix, char *names,
 		n++;
 	}
 	closedir(d);
-	qsort_r(names, (size_t)(n < max ? n : max), name_size, name_cmp,
-		NULL);
+	if (names && n > 0 && max > 0)
+		qsort_r(names, (size_t)(n < max ? n : max), name_size,
+			name_cmp, NULL);
 	return n;
 }

@@ -30,10 +30,11 @@ static int connect_stream(const char *name, int wait_ms)
 		int fd = err ? err : ipc_sock_connect(paths.sock);
 		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED))
 			return fd;
-		/* A refused connection is a stale socket: no stream. */
+		/* A refused connection is a stale socket: a stream whose
+		 * publisher died. Wait for a new one, or say which it was. */
 		int64_t left = ipc_left_ns(deadline);
 		if (left == 0)
-			return -ENOENT;
+			return fd;
 		ipc_nap_ns(left < APPEAR_RETRY_NS ? left : APPEAR_RETRY_NS);
 	}
 }

@@ -100,25 +100,25 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 		 : state == 2	? CRS_STREAM_FAILED
 		 : state == 3	? CRS_STREAM_CLOSED
 				: CRS_STREAM_LIVE;
-	if (in->pidfd >= 0 && !ipc_pidfd_alive(in->pidfd))
+	/* Gone without closing is dead; closed and gone stays closed. */
+	if (f->state != CRS_STREAM_CLOSED && in->pidfd >= 0 &&
+	    !ipc_pidfd_alive(in->pidfd))
 		f->state = CRS_STREAM_DEAD;
 }
 
-/* Lockstep: the subscriber with the least outstanding demand limits the
- * publisher; among equals, the one furthest behind. Mark all that tie. */
-static void mark_holding_back(struct crs_sub_info *s, int n)
+/* Who limits the publisher now: in lockstep, whoever has no demand left;
+ * in any mode, whoever has not read a ring's worth minus one message (the
+ * publisher cannot place another). Nobody, if neither holds. */
+static void mark_holding_back(const struct crs_stream_info *f,
+			      struct crs_sub_info *s, int n)
 {
-	int best = -1;
-	for (int i = 0; i < n; i++) {
-		if (best < 0 || s[i].outstanding < s[best].outstanding ||
-		    (s[i].outstanding == s[best].outstanding &&
-		     s[i].lag_bytes > s[best].lag_bytes))
-			best = i;
-	}
-	for (int i = 0; i < n && best >= 0; i++)
+	uint64_t full = f->ring_size > (uint64_t)f->max_message + 16
+				? f->ring_size - f->max_message - 16
+				: 0;
+	for (int i = 0; i < n; i++)
 		s[i].holding_back =
-			s[i].outstanding == s[best].outstanding &&
-			s[i].lag_bytes == s[best].lag_bytes;
+			(f->mode == CRS_MODE_PUBLISH && s[i].outstanding == 0) ||
+			s[i].lag_bytes >= full;
 }
 
 int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
@@ -156,7 +156,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 	info->ring_used = sat_sub(position, min_consumed);
 	if (info->ring_used > info->ring_size)
 		info->ring_used = info->ring_size;
-	mark_holding_back(all, n);
+	mark_holding_back(info, all, n);
 	if (subs && max > 0)
 		memcpy(subs, all, sizeof(*subs) * (size_t)(n < max ? n : max));
 	return n;

@@ -295,18 +295,10 @@ static int64_t serve_if_due(struct crs_pub *pub)
 /* Can a frame of `need` bytes (padding included) be written now? */
 static int pub_check(struct crs_pub *pub, uint64_t need)
 {
-	if (pub->seq >= pub->credit_limit) {
-		crs_store_relaxed(&pub->hdr->stats.no_demand,
-				  crs_load_relaxed(&pub->hdr->stats.no_demand) +
-					  1);
+	if (pub->seq >= pub->credit_limit)
 		return -CRS_ENODEMAND;
-	}
-	if (pub->pos + need + CRS_FRAME_HEADER > pub->room_limit) {
-		crs_store_relaxed(&pub->hdr->stats.no_room,
-				  crs_load_relaxed(&pub->hdr->stats.no_room) +
-					  1);
+	if (pub->pos + need + CRS_FRAME_HEADER > pub->room_limit)
 		return -CRS_ENOROOM;
-	}
 	return 0;
 }
 
@@ -361,8 +353,13 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 					     pub->room_limit,
 			     0)) {
 		int err = pub_refresh(pub, need);
-		if (err)
+		if (err) {
+			_Atomic uint64_t *n = err == -CRS_ENODEMAND
+						      ? &pub->hdr->stats.no_demand
+						      : &pub->hdr->stats.no_room;
+			crs_store_relaxed(n, crs_load_relaxed(n) + 1);
 			return err;
+		}
 	}
 	if (pub->mode == CRS_MODE_REPLAY) {
 		/* Retained messages this frame will overwrite are gone. */
@@ -428,8 +425,12 @@ int crs_pub_commit(crs_pub *pub, size_t len)
 	crs_store_relaxed(&st->bytes, pub->bytes);
 	wake_if_parked(pub);
 	if (__builtin_expect(--pub->until_serve == 0, 0)) {
-		pub->until_serve = PUB_SERVE_EVERY;
-		serve_if_due(pub);
+		/* Busy publishers look at the clock every PUB_SERVE_EVERY
+		 * commits; slow ones (a millisecond or more between looks)
+		 * at every commit, so newcomers never wait for 16 more. */
+		int64_t last = pub->next_serve_ns;
+		int64_t now = serve_if_due(pub);
+		pub->until_serve = now < last ? PUB_SERVE_EVERY : 1;
 	}
 	return 0;
 }

@@ -119,8 +119,8 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 {
 	int i = free_slot(pub);
 	if (i < 0) {
-		reject(fd, ECONNREFUSED, "publisher has no free slot");
-		return -ECONNREFUSED;
+		reject(fd, EUSERS, "publisher has no free slot");
+		return -EUSERS;
 	}
 	struct pub_slot *s = &pub->slots[i];
 	int ctl_fd = ipc_memfd_create("crs-ctl", CRS_CTL_SIZE);
@@ -288,9 +288,14 @@ static void mirror_stats(struct crs_pub *pub, int64_t now)
 		if (!s->used)
 			continue;
 		struct crs_sub_stats *st = &pub->hdr->subs[i];
-		crs_store_relaxed(&st->requested, s->requested);
-		crs_store_relaxed(&st->consumed, s->consumed);
-		crs_store_relaxed(&st->consumed_seq, s->consumed_seq);
+		/* Straight from the subscriber's words (figures only: the
+		 * checked values that steer the publisher are in the slot). */
+		crs_store_relaxed(&st->requested,
+				  crs_load_relaxed(&s->ctl->requested));
+		crs_store_relaxed(&st->consumed,
+				  crs_load_relaxed(&s->ctl->consumed));
+		crs_store_relaxed(&st->consumed_seq,
+				  crs_load_relaxed(&s->ctl->consumed_seq));
 		crs_store_relaxed(&st->wakeups,
 				  crs_load_relaxed(&s->ctl->wakeups));
 	}

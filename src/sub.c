@@ -375,6 +375,8 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		return -ENOMEM;
 	int err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms,
 			     o.handshake_ms, &sub->at);
+	if (err == -ECONNREFUSED)
+		err = -ENOENT; /* a dead publisher's leftovers: no stream */
 	if (!err)
 		err = ipc_waitset_new(&sub->ws);
 	if (err) {

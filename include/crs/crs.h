@@ -221,8 +221,12 @@ uint64_t crs_pub_demand(crs_pub *pub);
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
- * those that left. Claim does this by itself about once a millisecond.
- * Returns the number of active subscribers or -errno. */
+ * those that left. Claim and commit do this by themselves about once a
+ * millisecond while you publish; a publisher that publishes rarely and
+ * sleeps elsewhere should poll crs_pub_fd() (or use a crs_loop), or
+ * newcomers wait for its next message. Returns the number of active
+ * subscribers or -errno. A child forked after crs_pub_create() inherits
+ * the stream's sockets: close it or exec, or it keeps them half alive. */
 int crs_pub_poll(crs_pub *pub);
 
 /* A file descriptor that polls readable (POLLIN) while control work is
@@ -259,9 +263,11 @@ void crs_pub_close(crs_pub *pub);
 /* ---- Subscriber ------------------------------------------------------- */
 
 /* Subscribe to stream `name`. opts may be NULL. The subscription starts
- * with the next message the publisher publishes. Returns 0, -ENOENT (no
- * such stream), -ETIMEDOUT, -EACCES/-EPERM (refused), -ECONNREFUSED (the
- * publisher is full), -CRS_EVERSION, -EINVAL or another -errno. */
+ * with the next message the publisher publishes (in replay mode: with
+ * the oldest retained one). Returns 0, -ENOENT (no such stream, or only
+ * the leftovers of a dead publisher), -ETIMEDOUT, -EACCES/-EPERM
+ * (refused), -EUSERS (the publisher has no free slot), -CRS_EVERSION,
+ * -EINVAL or another -errno. */
 int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		 crs_sub **out);
 

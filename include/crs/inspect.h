@@ -61,17 +61,19 @@ struct crs_sub_info {
 	int pid;
 	uint64_t requested;   /* total demand, CRS_UNBOUNDED if unbounded */
 	uint64_t outstanding; /* demand not yet met, CRS_UNBOUNDED ... */
-	uint64_t consumed;    /* messages consumed since the stream began */
+	uint64_t consumed;    /* sequence number it has consumed up to (the
+				 next message it will read) */
 	uint64_t lag_messages; /* published but not yet consumed */
 	uint64_t lag_bytes;
 	uint64_t wakeups;     /* times this subscriber woke from sleep */
-	int holding_back;     /* 1: its demand or position is what limits
-				 the publisher now */
+	int holding_back;     /* 1: it limits the publisher now: no demand
+				 left (lockstep), or a ring's worth unread */
 };
 
-/* Open stream `name` for inspection. Returns 0, -ENOENT (no such
- * stream), -ECONNREFUSED (a stale stream: its publisher died),
- * -EACCES (another user's) or -errno. */
+/* Open stream `name` for inspection (the publisher must answer within
+ * 2 s). Returns 0, -ENOENT (no such stream), -ECONNREFUSED (a stale
+ * stream: its publisher died), -EACCES (another user's), -ETIMEDOUT or
+ * -errno. */
 int crs_inspect_open(const char *name, crs_inspector **out);
 
 /* Take a snapshot. Fills *info and up to max entries of subs (may be

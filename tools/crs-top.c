@@ -1,0 +1,1332 @@
+/*
+ * crs-top.c - the live inspector: a top-like view of every stream in the
+ * runtime directory and of the subscribers of one, read straight from the
+ * publishers' statistics through the read-only inspection API
+ * (crs/inspect.h). Observing takes no subscriber slot and adds no demand.
+ *
+ * This file owns option parsing; the sampler, which keeps one inspector
+ * per stream open across refreshes (opening is a handshake with the
+ * publisher, so it happens once per stream, again only when the stream is
+ * replaced) and turns two snapshots into rates; and the three outputs:
+ * the ncurses view, plain text lines (-b) and one JSON document per line
+ * (--json). The terminal is restored on every way out: the SIGINT,
+ * SIGTERM and SIGHUP handlers only set a flag the main loop watches, and
+ * the signal is raised again once the terminal is back, so that the shell
+ * sees how the tool ended.
+ */
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libutil.h> /* humanize_number(3), from libbsd-overlay */
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crs/crs.h"
+#include "crs/inspect.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+#define TOP_MAX_SUBS 64		/* crs_pub_opts.max_subscribers is 1..64 */
+#define TOP_ERROR 100		/* a state beyond enum crs_stream_state */
+#define RETRY_NS 2000000000LL	/* re-try a failed handshake this much later, */
+#define RETRY_MAX_NS 32000000000LL /* doubling up to this */
+#define NS_PER_S 1000000000.0
+#define DEFAULT_DELAY_S 1.0
+#define MIN_DELAY_S 0.01
+#define MAX_DELAY_S 86400.0
+#define LINE_BYTES 512		/* longest line any output formats */
+#define ESC_DELAY_MS 25		/* tell a lone Esc from an arrow key */
+
+enum sort_key { SORT_NAME, SORT_RATE, SORT_LAG, SORT_SUBS, SORT_NKEYS };
+
+static const char *const sort_names[SORT_NKEYS] = { "name", "rate", "lag",
+						    "subs" };
+
+struct top_opts {
+	double delay_s;	/* -d */
+	long count;	/* -n; 0: until stopped */
+	int batch;	/* -b, or stdout is not a terminal */
+	int json;	/* --json */
+	int sort;	/* enum sort_key, -o */
+	int reverse;	/* -R */
+};
+
+static volatile sig_atomic_t g_stop; /* the signal that asks us to quit */
+
+/* ---- Small helpers ------------------------------------------------------ */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wall-clock time of day, for titles. */
+static void clock_text(char *buf, size_t size, int with_date)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	if (!localtime_r(&t, &tm) ||
+	    !strftime(buf, size, with_date ? "%Y-%m-%d %H:%M:%S" : "%H:%M:%S",
+		      &tm))
+		snprintf(buf, size, "?");
+}
+
+static const char *state_name(int state)
+{
+	switch (state) {
+	case CRS_STREAM_LIVE:
+		return "live";
+	case CRS_STREAM_COMPLETED:
+		return "completed";
+	case CRS_STREAM_FAILED:
+		return "failed";
+	case CRS_STREAM_CLOSED:
+		return "closed";
+	case CRS_STREAM_DEAD:
+		return "dead";
+	case CRS_STREAM_DENIED:
+		return "denied";
+	default:
+		return "error";
+	}
+}
+
+static void mode_text(char *buf, size_t size, uint32_t mode)
+{
+	if (mode == CRS_MODE_PUBLISH)
+		snprintf(buf, size, "publish");
+	else if (mode == CRS_MODE_REPLAY)
+		snprintf(buf, size, "replay");
+	else
+		snprintf(buf, size, "mode-%" PRIu32, mode);
+}
+
+/* ---- The sampler -------------------------------------------------------- */
+
+struct top_sub {
+	struct crs_sub_info i;
+	double wake_rate; /* wakeups/s over the last interval; < 0 unknown */
+};
+
+struct top_stream {
+	char name[CRS_NAME_MAX + 1];
+	crs_inspector *in;
+	dev_t dev;		/* the socket the inspector came through */
+	ino_t ino;
+	int state;		/* enum crs_stream_state, or TOP_ERROR */
+	int err;		/* why it could not be inspected, or 0 */
+	int have;		/* info and subs hold a snapshot */
+	struct crs_stream_info info;
+	double msg_rate;	/* messages/s over the interval; < 0 unknown */
+	double byte_rate;	/* bytes/s likewise */
+	struct top_sub subs[TOP_MAX_SUBS];
+	int nsubs;		/* active subscribers (may exceed the array) */
+	int64_t retry_ns;	/* no new handshake before this time */
+	int64_t backoff_ns;	/* the wait after the next failed handshake */
+	int listed;		/* in the latest directory listing */
+	int gone;		/* left the directory: shown once more */
+};
+
+struct top_set {
+	struct top_stream **v;
+	int n, cap;
+	char (*names)[CRS_NAME_MAX + 1];
+	int names_cap;
+	int list_err;	/* the latest listing's error, or 0 */
+	char dir[PATH_MAX];
+};
+
+static int shown_subs(const struct top_stream *s)
+{
+	return s->nsubs < TOP_MAX_SUBS ? s->nsubs : TOP_MAX_SUBS;
+}
+
+static double fill_of(const struct top_stream *s)
+{
+	if (!s->have || !s->info.ring_size)
+		return -1;
+	return (double)s->info.ring_used / (double)s->info.ring_size;
+}
+
+static uint64_t max_lag(const struct top_stream *s)
+{
+	uint64_t m = 0;
+	for (int k = 0; k < shown_subs(s); k++)
+		if (s->subs[k].i.lag_messages > m)
+			m = s->subs[k].i.lag_messages;
+	return m;
+}
+
+/* The identity of the socket a stream is published on, so that a stream
+ * replaced by a new publisher of the same name is noticed and re-opened,
+ * and a stale socket told from a vanished one. The path is the one
+ * crs_inspect_list() reads names from: "<dir>/<name>.sock". */
+static int sock_id(const struct top_set *t, const char *name, struct stat *st)
+{
+	char path[sizeof(t->dir) + CRS_NAME_MAX + 8];
+	if (!t->dir[0])
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/%s.sock", t->dir, name);
+	return stat(path, st) < 0 ? -errno : 0;
+}
+
+static void stream_close(struct top_stream *s)
+{
+	crs_inspect_close(s->in);
+	s->in = NULL;
+	s->have = 0;
+	s->nsubs = 0;
+	s->msg_rate = s->byte_rate = -1;
+}
+
+static struct top_stream *stream_find(const struct top_set *t, const char *name)
+{
+	for (int i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i]->name, name))
+			return t->v[i];
+	return NULL;
+}
+
+static struct top_stream *stream_add(struct top_set *t, const char *name)
+{
+	if (t->n == t->cap) {
+		int cap = t->cap ? 2 * t->cap : 16;
+		void *p = realloc(t->v, (size_t)cap * sizeof(*t->v));
+		if (!p)
+			return NULL;
+		t->v = p;
+		t->cap = cap;
+	}
+	struct top_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->state = TOP_ERROR;
+	s->msg_rate = s->byte_rate = -1;
+	t->v[t->n++] = s;
+	return s;
+}
+
+static void stream_remove(struct top_set *t, int i)
+{
+	stream_close(t->v[i]);
+	free(t->v[i]);
+	memmove(&t->v[i], &t->v[i + 1], (size_t)(t->n - i - 1) * sizeof(*t->v));
+	t->n--;
+}
+
+/* Read a snapshot and derive the rates from the previous one. */
+static void stream_read(struct top_stream *s)
+{
+	struct crs_sub_info old[TOP_MAX_SUBS], cur[TOP_MAX_SUBS];
+	int nold = s->have ? shown_subs(s) : 0;
+	for (int k = 0; k < nold; k++)
+		old[k] = s->subs[k].i;
+	struct crs_stream_info prev = s->info, info;
+	int had = s->have;
+	int n = crs_inspect_read(s->in, &info, cur, TOP_MAX_SUBS);
+	if (n < 0) {
+		stream_close(s);
+		s->state = TOP_ERROR;
+		s->err = n;
+		return;
+	}
+	s->info = info;
+	s->have = 1;
+	s->state = info.state;
+	s->err = 0;
+	double dt = (double)(info.sampled_ns - prev.sampled_ns) / NS_PER_S;
+	int rated = had && dt > 0;
+	if (rated && info.published >= prev.published &&
+	    info.bytes >= prev.bytes) {
+		s->msg_rate = (double)(info.published - prev.published) / dt;
+		s->byte_rate = (double)(info.bytes - prev.bytes) / dt;
+	} else {
+		s->msg_rate = s->byte_rate = -1;
+	}
+	/* A dead publisher's slots still read as active; nobody is. */
+	s->nsubs = info.state == CRS_STREAM_DEAD ? 0 : n;
+	for (int k = 0; k < shown_subs(s); k++) {
+		struct top_sub *d = &s->subs[k];
+		d->i = cur[k];
+		d->wake_rate = -1;
+		for (int j = 0; rated && j < nold; j++) {
+			if (old[j].slot != cur[k].slot ||
+			    old[j].pid != cur[k].pid ||
+			    old[j].wakeups > cur[k].wakeups)
+				continue;
+			d->wake_rate =
+				(double)(cur[k].wakeups - old[j].wakeups) / dt;
+			break;
+		}
+	}
+}
+
+/* Start inspecting s through a freshly opened inspector: no previous
+ * snapshot to take rates from, and remember which socket it came from. */
+static void stream_attach(const struct top_set *t, struct top_stream *s,
+			  crs_inspector *in)
+{
+	struct stat st;
+	int id = sock_id(t, s->name, &st);
+	stream_close(s);
+	s->in = in;
+	s->dev = id ? 0 : st.st_dev;
+	s->ino = id ? 0 : st.st_ino;
+	s->err = 0;
+	s->backoff_ns = 0;
+}
+
+/* Open an inspector for a listed stream that has none. Returns 0, or
+ * -ENOENT when the stream vanished between the listing and now. */
+static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
+{
+	if (now < s->retry_ns)
+		return 0; /* keep showing the last failure */
+	crs_inspector *in;
+	int err = crs_inspect_open(s->name, &in);
+	if (!err) {
+		stream_attach(t, s, in);
+		stream_read(s);
+		return 0;
+	}
+	struct stat st;
+	int id = sock_id(t, s->name, &st);
+	s->have = 0;
+	s->nsubs = 0;
+	s->err = err;
+	s->retry_ns = 0;
+	/* A handshake that failed may have cost seconds (a publisher that
+	 * does not answer): wait longer each time before the next. */
+	int64_t backoff = s->backoff_ns ? s->backoff_ns : RETRY_NS;
+	s->backoff_ns = backoff * 2 < RETRY_MAX_NS ? backoff * 2 : RETRY_MAX_NS;
+	switch (err) {
+	case -ENOENT:
+		/* The library reports a stale socket (its publisher died)
+		 * as -ENOENT too: the socket file tells the two apart. */
+		if (id)
+			return -ENOENT;
+		s->state = CRS_STREAM_DEAD;
+		break;
+	case -ECONNREFUSED:
+		s->state = CRS_STREAM_DEAD;
+		break;
+	case -EACCES:
+	case -EPERM:
+		s->state = CRS_STREAM_DENIED;
+		s->retry_ns = now + backoff;
+		break;
+	default: /* e.g. a publisher too busy to answer: do not stall */
+		s->state = TOP_ERROR;
+		s->retry_ns = now + backoff;
+		break;
+	}
+	if (s->state == CRS_STREAM_DEAD) {
+		s->err = 0; /* dead says it all; trying again costs nothing */
+		s->backoff_ns = 0;
+	}
+	return 0;
+}
+
+/* Refresh one listed stream. Returns -ENOENT if it vanished. */
+static int stream_refresh(struct top_set *t, struct top_stream *s, int64_t now)
+{
+	struct stat st;
+	if (s->in && sock_id(t, s->name, &st) == 0 &&
+	    (st.st_dev != s->dev || st.st_ino != s->ino)) {
+		/* A new publisher took the name: inspect the new stream. */
+		stream_close(s);
+		s->retry_ns = s->backoff_ns = 0;
+	}
+	if (!s->in)
+		return stream_open(t, s, now);
+	if (s->state == CRS_STREAM_DEAD) {
+		/* Keep the last figures, unless a new publisher answers on
+		 * the name (a stale socket refuses at once: this is cheap). */
+		crs_inspector *in;
+		if (crs_inspect_open(s->name, &in) < 0)
+			return 0;
+		stream_attach(t, s, in);
+	}
+	stream_read(s);
+	return 0;
+}
+
+/* The runtime directory's stream names into t->names; the count or
+ * -errno. The directory may gain names between two calls: grow and ask
+ * again. */
+static int list_names(struct top_set *t)
+{
+	for (;;) {
+		int n = crs_inspect_list(t->names, t->names_cap);
+		if (n < 0 || n <= t->names_cap)
+			return n;
+		int cap = n + 16;
+		void *p = realloc(t->names, (size_t)cap * sizeof(*t->names));
+		if (!p)
+			return -ENOMEM;
+		t->names = p;
+		t->names_cap = cap;
+	}
+}
+
+static int set_init(struct top_set *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->names_cap = 64;
+	t->names = calloc((size_t)t->names_cap, sizeof(*t->names));
+	return t->names ? 0 : -ENOMEM;
+}
+
+static void set_free(struct top_set *t)
+{
+	while (t->n)
+		stream_remove(t, t->n - 1);
+	free(t->v);
+	free(t->names);
+}
+
+/* One refresh: list the directory, follow streams that came and went,
+ * take a snapshot of each. */
+static void set_refresh(struct top_set *t)
+{
+	if (crs_runtime_dir(t->dir, sizeof(t->dir)) < 0)
+		t->dir[0] = 0; /* not created yet: nothing to show */
+	int n = list_names(t);
+	t->list_err = n < 0 ? n : 0;
+	if (n >= 0) {
+		for (int i = 0; i < t->n; i++)
+			t->v[i]->listed = 0;
+		for (int i = 0; i < n; i++) {
+			struct top_stream *s = stream_find(t, t->names[i]);
+			if (!s)
+				s = stream_add(t, t->names[i]);
+			if (s) {
+				s->listed = 1;
+				s->gone = 0;
+			}
+		}
+	}
+	int64_t now = now_ns();
+	for (int i = 0; i < t->n;) {
+		struct top_stream *s = t->v[i];
+		if (!s->listed) {
+			/* Gone from the directory: show the final state (a
+			 * closed stream) once, then forget it. */
+			if (s->gone || !s->in) {
+				stream_remove(t, i);
+				continue;
+			}
+			s->gone = 1;
+			stream_read(s);
+		} else if (stream_refresh(t, s, now) == -ENOENT) {
+			stream_remove(t, i);
+			continue;
+		}
+		i++;
+	}
+}
+
+static int cmp_double_desc(double a, double b)
+{
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static int cmp_streams(const void *a, const void *b, void *ctx)
+{
+	const struct top_stream *x = *(struct top_stream *const *)a;
+	const struct top_stream *y = *(struct top_stream *const *)b;
+	const struct top_opts *o = ctx;
+	int r = 0;
+	switch (o->sort) {
+	case SORT_RATE:
+		r = cmp_double_desc(x->msg_rate, y->msg_rate);
+		break;
+	case SORT_LAG:
+		r = cmp_double_desc(fill_of(x), fill_of(y));
+		if (!r)
+			r = cmp_double_desc((double)max_lag(x),
+					    (double)max_lag(y));
+		break;
+	case SORT_SUBS:
+		r = (y->have ? y->nsubs : -1) - (x->have ? x->nsubs : -1);
+		break;
+	}
+	if (!r)
+		r = strcmp(x->name, y->name);
+	return o->reverse ? -r : r;
+}
+
+static void set_sort(struct top_set *t, const struct top_opts *o)
+{
+	if (t->n > 1)
+		qsort_r(t->v, (size_t)t->n, sizeof(*t->v), cmp_streams,
+			(void *)o);
+}
+
+/* ---- Cells shared by the text outputs ----------------------------------- */
+
+/* A count or rate for a column: "-" when unknown (v < 0); exact with
+ * human == 0, else in at most four characters through humanize_number(3):
+ * bytes scale by 1024 (720B, 1.0M), messages by 1000 (99.8, 1.5K). */
+static void cell_num(char *buf, size_t size, double v, int bytes, int rate,
+		     int human)
+{
+	if (v < 0) {
+		snprintf(buf, size, "-");
+	} else if (!human) {
+		snprintf(buf, size, rate ? "%.1f" : "%.0f", v);
+	} else if (rate && !bytes && v < 99.95) { /* not "100.0" */
+		snprintf(buf, size, "%.1f", v);
+	} else if (v >= 9.2e18) {
+		snprintf(buf, size, "huge");
+	} else {
+		int flags = HN_NOSPACE | HN_DECIMAL |
+			    (bytes ? HN_B : HN_DIVISOR_1000);
+		if (humanize_number(buf, size < 5 ? size : 5,
+				    (int64_t)(v + 0.5), "", HN_AUTOSCALE,
+				    flags) < 0)
+			snprintf(buf, size, "%.0f", v);
+	}
+}
+
+static void cell_u64(char *buf, size_t size, uint64_t v, int bytes, int human)
+{
+	if (!human)
+		snprintf(buf, size, "%" PRIu64, v);
+	else
+		cell_num(buf, size, (double)v, bytes, 0, 1);
+}
+
+static void cell_demand(char *buf, size_t size, uint64_t v, int human)
+{
+	if (v == CRS_UNBOUNDED)
+		snprintf(buf, size, "unbounded");
+	else
+		cell_u64(buf, size, v, 0, human);
+}
+
+/* The width of the NAME column: the longest name, within what the line
+ * leaves over (cols <= 0: no limit). */
+static int name_width(const struct top_set *t, int cols, int fixed)
+{
+	int w = 4;
+	for (int i = 0; i < t->n; i++) {
+		int len = (int)strlen(t->v[i]->name);
+		if (len > w)
+			w = len;
+	}
+	if (cols > 0 && w > cols - fixed) /* narrow: at least 8 */
+		w = cols - fixed > 8 ? cols - fixed : w < 8 ? w : 8;
+	return w;
+}
+
+#define STREAM_FIXED 77 /* width of the stream row without the name */
+
+static void stream_head(char *buf, size_t size, int nw)
+{
+	snprintf(buf, size, "%-*s %7s %-8s %-9s %10s %10s %6s %9s %5s %7s",
+		 nw, "NAME", "PID", "MODE", "STATE", "MSG/S", "BYTES/S",
+		 "FILL%", "DROPS", "SUBS", "REPLAY");
+}
+
+static void stream_row(char *buf, size_t size, const struct top_stream *s,
+		       int nw, int human)
+{
+	char pid[16] = "-", mode[16] = "-", mr[16], br[16], fill[16] = "-",
+	     drops[24] = "-", subs[16] = "-", replay[24] = "-";
+	const struct crs_stream_info *i = &s->info;
+	if (s->have) {
+		snprintf(pid, sizeof(pid), "%d", i->pub_pid);
+		mode_text(mode, sizeof(mode), i->mode);
+		snprintf(fill, sizeof(fill), "%.1f", 100 * fill_of(s));
+		cell_u64(drops, sizeof(drops), i->dropped, 0, human);
+		snprintf(subs, sizeof(subs), "%d", s->nsubs);
+		if (i->mode == CRS_MODE_REPLAY)
+			cell_u64(replay, sizeof(replay), i->retained, 0, human);
+	}
+	cell_num(mr, sizeof(mr), s->msg_rate, 0, 1, human);
+	cell_num(br, sizeof(br), s->byte_rate, 1, 1, human);
+	int len = snprintf(buf, size,
+			   "%-*.*s %7s %-8s %-9s %10s %10s %6s %9s %5s %7s", nw,
+			   nw, s->name, pid, mode, state_name(s->state), mr, br,
+			   fill, drops, subs, replay);
+	if (s->err && len > 0 && (size_t)len < size)
+		snprintf(buf + len, size - (size_t)len, "  %s",
+			 crs_strerror(s->err));
+}
+
+static void sub_head(char *buf, size_t size)
+{
+	snprintf(buf, size, "%4s %7s %10s %11s %10s %10s %10s %9s %s", "SLOT",
+		 "PID", "LAG(MSG)", "LAG(BYTES)", "DEMAND", "REQUESTED",
+		 "CONSUMED", "WAKEUPS/S", "HOLDING");
+}
+
+static void sub_row(char *buf, size_t size, const struct top_sub *d, int human)
+{
+	char lag[24], lagb[24], dem[24], req[24], cons[24], wr[16];
+	cell_u64(lag, sizeof(lag), d->i.lag_messages, 0, human);
+	cell_u64(lagb, sizeof(lagb), d->i.lag_bytes, 1, human);
+	cell_demand(dem, sizeof(dem), d->i.outstanding, human);
+	cell_demand(req, sizeof(req), d->i.requested, human);
+	cell_u64(cons, sizeof(cons), d->i.consumed, 0, human);
+	cell_num(wr, sizeof(wr), d->wake_rate, 0, 1, human);
+	snprintf(buf, size, "%4d %7d %10s %11s %10s %10s %10s %9s %s",
+		 d->i.slot, d->i.pid, lag, lagb, dem, req, cons, wr,
+		 d->i.holding_back ? "yes" : "");
+}
+
+/* ---- Batch output: plain text ------------------------------------------- */
+
+static void print_text(FILE *f, const struct top_set *t,
+		       const struct top_opts *o)
+{
+	char line[LINE_BYTES], when[32];
+	clock_text(when, sizeof(when), 1);
+	fprintf(f, "crs-top %s  dir %s  streams %d  sort %s%s\n", when,
+		t->dir[0] ? t->dir : "(none)", t->n, sort_names[o->sort],
+		o->reverse ? " reversed" : "");
+	if (t->list_err)
+		fprintf(f, "error: cannot list the runtime directory: %s\n",
+			crs_strerror(t->list_err));
+	int nw = name_width(t, 0, 0);
+	stream_head(line, sizeof(line), nw);
+	fprintf(f, "%s\n", line);
+	for (int i = 0; i < t->n; i++) {
+		const struct top_stream *s = t->v[i];
+		stream_row(line, sizeof(line), s, nw, 0);
+		fprintf(f, "%s\n", line);
+		if (!shown_subs(s))
+			continue;
+		sub_head(line, sizeof(line));
+		fprintf(f, "  %s\n", line);
+		for (int k = 0; k < shown_subs(s); k++) {
+			sub_row(line, sizeof(line), &s->subs[k], 0);
+			fprintf(f, "  %s\n", line);
+		}
+	}
+	fputc('\n', f);
+}
+
+/* ---- Batch output: JSON, one document per line -------------------------- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\u%04x", *p); /* bytes as Latin-1 */
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void json_rate(FILE *f, const char *key, double v)
+{
+	if (v < 0)
+		fprintf(f, ",\"%s\":null", key);
+	else
+		fprintf(f, ",\"%s\":%.3f", key, v);
+}
+
+static void json_demand(FILE *f, const char *key, uint64_t v)
+{
+	if (v == CRS_UNBOUNDED)
+		fprintf(f, ",\"%s\":\"unbounded\"", key);
+	else
+		fprintf(f, ",\"%s\":%" PRIu64, key, v);
+}
+
+static void json_sub(FILE *f, const struct top_sub *d)
+{
+	const struct crs_sub_info *i = &d->i;
+	fprintf(f, "{\"slot\":%d,\"pid\":%d", i->slot, i->pid);
+	json_demand(f, "requested", i->requested);
+	json_demand(f, "outstanding", i->outstanding);
+	fprintf(f,
+		",\"consumed\":%" PRIu64 ",\"lag_messages\":%" PRIu64
+		",\"lag_bytes\":%" PRIu64 ",\"wakeups\":%" PRIu64,
+		i->consumed, i->lag_messages, i->lag_bytes, i->wakeups);
+	json_rate(f, "wakeups_per_s", d->wake_rate);
+	fprintf(f, ",\"holding_back\":%s}", i->holding_back ? "true" : "false");
+}
+
+/* Every key is always present: null where a stream could not be read. */
+static void json_stream(FILE *f, const struct top_stream *s)
+{
+	static const char *const stat_keys[] = {
+		"pid", "mode", "ring_size", "ring_used", "ring_fill",
+		"max_message", "published", "bytes", "dropped", "msgs_per_s",
+		"bytes_per_s", "subscriber_count", "wakes", "no_demand",
+		"no_room", "evicted", "refused", "epoch", "retained",
+		"retained_bytes", "retained_age_ns", "end_code", "end_message",
+		"sampled_ns"
+	};
+	const struct crs_stream_info *i = &s->info;
+	fputs("{\"name\":", f);
+	json_str(f, s->name);
+	fprintf(f, ",\"state\":\"%s\",\"gone\":%s,\"error\":",
+		state_name(s->state), s->gone ? "true" : "false");
+	if (s->err)
+		json_str(f, crs_strerror(s->err));
+	else
+		fputs("null", f);
+	if (!s->have) {
+		for (size_t k = 0; k < sizeof(stat_keys) / sizeof(*stat_keys);
+		     k++)
+			fprintf(f, ",\"%s\":null", stat_keys[k]);
+		fputs(",\"subscribers\":[]}", f);
+		return;
+	}
+	char mode[16];
+	mode_text(mode, sizeof(mode), i->mode);
+	fprintf(f,
+		",\"pid\":%d,\"mode\":\"%s\",\"ring_size\":%" PRIu64
+		",\"ring_used\":%" PRIu64 ",\"ring_fill\":%.6f"
+		",\"max_message\":%" PRIu32 ",\"published\":%" PRIu64
+		",\"bytes\":%" PRIu64 ",\"dropped\":%" PRIu64,
+		i->pub_pid, mode, i->ring_size, i->ring_used, fill_of(s),
+		i->max_message, i->published, i->bytes, i->dropped);
+	json_rate(f, "msgs_per_s", s->msg_rate);
+	json_rate(f, "bytes_per_s", s->byte_rate);
+	fprintf(f,
+		",\"subscriber_count\":%d,\"wakes\":%" PRIu64
+		",\"no_demand\":%" PRIu64 ",\"no_room\":%" PRIu64
+		",\"evicted\":%" PRIu64 ",\"refused\":%" PRIu64
+		",\"epoch\":%" PRIu64 ",\"retained\":%" PRIu64
+		",\"retained_bytes\":%" PRIu64,
+		s->nsubs, i->wakes, i->no_demand, i->no_room, i->evicted,
+		i->refused, i->epoch, i->retained, i->retained_bytes);
+	if (i->retained_age_ns < 0)
+		fputs(",\"retained_age_ns\":null", f);
+	else
+		fprintf(f, ",\"retained_age_ns\":%" PRId64, i->retained_age_ns);
+	fprintf(f, ",\"end_code\":%d,\"end_message\":", i->end_code);
+	json_str(f, i->end_message);
+	fprintf(f, ",\"sampled_ns\":%" PRId64 ",\"subscribers\":[",
+		i->sampled_ns);
+	for (int k = 0; k < shown_subs(s); k++) {
+		if (k)
+			fputc(',', f);
+		json_sub(f, &s->subs[k]);
+	}
+	fputs("]}", f);
+}
+
+static void print_json(FILE *f, const struct top_set *t,
+		       const struct top_opts *o)
+{
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	fprintf(f, "{\"time\":%lld.%03ld,\"dir\":", (long long)wall.tv_sec,
+		wall.tv_nsec / 1000000);
+	json_str(f, t->dir);
+	fprintf(f, ",\"interval_s\":%.3f,\"sort\":\"%s\",\"error\":",
+		o->delay_s, sort_names[o->sort]);
+	if (t->list_err)
+		json_str(f, crs_strerror(t->list_err));
+	else
+		fputs("null", f);
+	fputs(",\"streams\":[", f);
+	for (int i = 0; i < t->n; i++) {
+		if (i)
+			fputc(',', f);
+		json_stream(f, t->v[i]);
+	}
+	fputs("]}\n", f);
+}
+
+/* Sleep until the monotonic deadline. Returns nonzero if a signal asked
+ * us to stop meanwhile. */
+static int nap_until(int64_t deadline)
+{
+	while (!g_stop) {
+		int64_t left = deadline - now_ns();
+		if (left <= 0)
+			return 0;
+		struct timespec ts = { left / 1000000000, left % 1000000000 };
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
+/* Batch mode: a first snapshot, then a report after every interval, so
+ * that every report carries rates (a stream first seen in a report has
+ * none yet: null, or "-"). */
+static int run_batch(struct top_set *t, const struct top_opts *o)
+{
+	int64_t step = (int64_t)(o->delay_s * NS_PER_S);
+	set_refresh(t);
+	int64_t next = now_ns() + step; /* handshakes may have taken a while */
+	for (long it = 0; !o->count || it < o->count; it++) {
+		if (nap_until(next))
+			break;
+		next += step;
+		int64_t now = now_ns();
+		if (next < now)
+			next = now + step; /* fell behind: do not bunch up */
+		set_refresh(t);
+		set_sort(t, o);
+		if (o->json)
+			print_json(stdout, t, o);
+		else
+			print_text(stdout, t, o);
+		if (fflush(stdout) == EOF || ferror(stdout)) {
+			fprintf(stderr, "crs-top: cannot write: %s\n",
+				strerror(errno));
+			return EXIT_RUNTIME;
+		}
+	}
+	return EXIT_SUCCESS;
+}
+
+/* ---- The interactive view ----------------------------------------------- */
+
+enum { VIEW_LIST, VIEW_SUBS };
+enum { ACT_NONE, ACT_QUIT, ACT_REFRESH };
+
+struct tui {
+	struct top_opts *o;
+	int view;
+	int help;
+	char sel[CRS_NAME_MAX + 1]; /* selected stream, kept across sorts */
+	int sel_idx;
+	int first;	/* first stream row on screen */
+	int sub_first;	/* first subscriber row on screen */
+};
+
+/* Print row y, clipped to the width and padded across it (so that a
+ * highlighted row is a full bar). Rows off screen are skipped. */
+__attribute__((format(printf, 3, 4))) static void
+put_line(int y, attr_t attr, const char *fmt, ...)
+{
+	if (y < 0 || y >= LINES || COLS <= 0)
+		return;
+	char buf[LINE_BYTES];
+	va_list ap;
+	va_start(ap, fmt);
+	int len = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (len < 0)
+		len = 0;
+	if (len > (int)sizeof(buf) - 1)
+		len = (int)sizeof(buf) - 1;
+	int width = COLS < (int)sizeof(buf) - 1 ? COLS : (int)sizeof(buf) - 1;
+	if (y == LINES - 1)
+		width--; /* the last cell would scroll the screen */
+	while (len < width)
+		buf[len++] = ' ';
+	buf[len] = 0;
+	attrset(attr);
+	mvaddnstr(y, 0, buf, width);
+	attrset(A_NORMAL);
+}
+
+/* The selected stream's index now (after a sort or a change), or -1. */
+static int tui_select(struct tui *u, const struct top_set *t)
+{
+	if (!t->n)
+		return -1;
+	int i;
+	for (i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i]->name, u->sel))
+			break;
+	if (i == t->n) /* it left: keep the place */
+		i = u->sel_idx < t->n ? u->sel_idx : t->n - 1;
+	if (i < 0)
+		i = 0;
+	u->sel_idx = i;
+	snprintf(u->sel, sizeof(u->sel), "%s", t->v[i]->name);
+	return i;
+}
+
+static void tui_move(struct tui *u, const struct top_set *t, int delta)
+{
+	if (u->view == VIEW_SUBS) {
+		u->sub_first += delta;
+		if (u->sub_first < 0)
+			u->sub_first = 0;
+		return;
+	}
+	int i = tui_select(u, t);
+	if (i < 0)
+		return;
+	long j = (long)i + delta;
+	j = j < 0 ? 0 : j >= t->n ? t->n - 1 : j;
+	u->sel_idx = (int)j;
+	snprintf(u->sel, sizeof(u->sel), "%s", t->v[j]->name);
+}
+
+static void draw_title(const struct tui *u, const struct top_set *t,
+		       const char *what)
+{
+	char when[16];
+	clock_text(when, sizeof(when), 0);
+	put_line(0, A_BOLD, "crs-top %s  %s  refresh %gs  sort %s%s  dir %s",
+		 when, what, u->o->delay_s, sort_names[u->o->sort],
+		 u->o->reverse ? " (reversed)" : "",
+		 t->dir[0] ? t->dir : "(none)");
+}
+
+static void draw_list(struct tui *u, const struct top_set *t)
+{
+	char line[LINE_BYTES], what[32], total[16];
+	double rate = 0;
+	for (int i = 0; i < t->n; i++)
+		rate += t->v[i]->msg_rate > 0 ? t->v[i]->msg_rate : 0;
+	cell_num(total, sizeof(total), rate, 0, 1, 1);
+	snprintf(what, sizeof(what), "streams %d", t->n);
+	draw_title(u, t, what);
+	if (t->list_err)
+		put_line(1, A_BOLD, "cannot list the runtime directory: %s",
+			 crs_strerror(t->list_err));
+	else
+		put_line(1, A_NORMAL,
+			 "total %s msg/s   Enter subscribers  n r l s sort  "
+			 "h help  q quit",
+			 total);
+	int nw = name_width(t, COLS, STREAM_FIXED);
+	stream_head(line, sizeof(line), nw);
+	put_line(2, A_REVERSE, "%s", line);
+	int rows = LINES - 3;
+	if (!t->n) {
+		put_line(3, A_NORMAL, "no streams in %s",
+			 t->dir[0] ? t->dir : "the runtime directory");
+		return;
+	}
+	int sel = tui_select(u, t);
+	if (rows < 1)
+		return;
+	if (sel < u->first)
+		u->first = sel;
+	if (sel >= u->first + rows)
+		u->first = sel - rows + 1;
+	if (u->first > t->n - rows)
+		u->first = t->n - rows > 0 ? t->n - rows : 0;
+	for (int r = 0; r < rows && u->first + r < t->n; r++) {
+		int i = u->first + r;
+		stream_row(line, sizeof(line), t->v[i], nw, 1);
+		put_line(3 + r, i == sel ? A_REVERSE | A_BOLD : A_NORMAL, "%s",
+			 line);
+	}
+}
+
+static void draw_subs(struct tui *u, const struct top_set *t)
+{
+	char line[LINE_BYTES], what[CRS_NAME_MAX + 16];
+	snprintf(what, sizeof(what), "stream %s", u->sel);
+	draw_title(u, t, what);
+	const struct top_stream *s = stream_find(t, u->sel);
+	if (!s) {
+		put_line(2, A_BOLD, "the stream is gone; Esc to go back");
+		return;
+	}
+	const struct crs_stream_info *i = &s->info;
+	if (!s->have) {
+		put_line(1, A_NORMAL, "state %s%s%s", state_name(s->state),
+			 s->err ? ": " : "", s->err ? crs_strerror(s->err) : "");
+		put_line(3, A_NORMAL, "no statistics; Esc to go back");
+		return;
+	}
+	char mode[16], used[16], size[16], mr[16], br[16], pub[24], bytes[24];
+	mode_text(mode, sizeof(mode), i->mode);
+	cell_u64(used, sizeof(used), i->ring_used, 1, 1);
+	cell_u64(size, sizeof(size), i->ring_size, 1, 1);
+	cell_num(mr, sizeof(mr), s->msg_rate, 0, 1, 1);
+	cell_num(br, sizeof(br), s->byte_rate, 1, 1, 1);
+	cell_u64(pub, sizeof(pub), i->published, 0, 1);
+	cell_u64(bytes, sizeof(bytes), i->bytes, 1, 1);
+	put_line(1, A_NORMAL,
+		 "pid %d  mode %s  state %s%s  ring %s of %s (%.1f%%)  "
+		 "max message %" PRIu32,
+		 i->pub_pid, mode, state_name(s->state),
+		 s->gone ? " (gone)" : "", used, size, 100 * fill_of(s),
+		 i->max_message);
+	put_line(2, A_NORMAL,
+		 "%s msg/s  %s/s  published %s  bytes %s  drops %" PRIu64
+		 "  wakes %" PRIu64,
+		 mr, br, pub, bytes, i->dropped, i->wakes);
+	put_line(3, A_NORMAL,
+		 "claims refused: no demand %" PRIu64 "  no room %" PRIu64
+		 "   subscribers evicted %" PRIu64 "  refused %" PRIu64
+		 "   epoch %" PRIu64,
+		 i->no_demand, i->no_room, i->evicted, i->refused, i->epoch);
+	char rb[24], age[24] = "-";
+	cell_u64(rb, sizeof(rb), i->retained_bytes, 1, 1);
+	if (i->retained_age_ns >= 0)
+		snprintf(age, sizeof(age), "%.1fs",
+			 (double)i->retained_age_ns / NS_PER_S);
+	int y = 4;
+	if (i->mode == CRS_MODE_REPLAY)
+		put_line(y++, A_NORMAL,
+			 "replay: %" PRIu64 " messages retained (%s), oldest %s",
+			 i->retained, rb, age);
+	if (s->state == CRS_STREAM_COMPLETED || s->state == CRS_STREAM_FAILED)
+		put_line(y++, A_NORMAL, "ended: code %d%s%s", i->end_code,
+			 i->end_message[0] ? ", " : "", i->end_message);
+	put_line(y++, A_NORMAL,
+		 "subscribers %d   Esc back  j k scroll  h help  q quit",
+		 s->nsubs);
+	sub_head(line, sizeof(line));
+	put_line(y++, A_REVERSE, "%s", line);
+	int rows = LINES - y, n = shown_subs(s);
+	if (rows < 1)
+		return;
+	if (u->sub_first > n - rows)
+		u->sub_first = n - rows > 0 ? n - rows : 0;
+	for (int r = 0; r < rows && u->sub_first + r < n; r++) {
+		const struct top_sub *d = &s->subs[u->sub_first + r];
+		sub_row(line, sizeof(line), d, 1);
+		put_line(y + r, d->i.holding_back ? A_BOLD : A_NORMAL, "%s",
+			 line);
+	}
+}
+
+static void draw_help(const struct tui *u)
+{
+	static const char *const text[] = {
+		"crs-top: the streams in the runtime directory, refreshed live.",
+		"",
+		"Keys",
+		"  j, Down     select the next stream (scroll, in a stream)",
+		"  k, Up       select the previous stream",
+		"  PgDn PgUp   a page down / up;  g Home, G End: first / last",
+		"  Enter       show the selected stream's subscribers",
+		"  Esc, Bksp   back to the stream list",
+		"  n r l s     sort by name, message rate, lag (ring fill),",
+		"              subscriber count;  R reverses the order",
+		"  Space       refresh now",
+		"  h, ?        this help;  q quit",
+		"",
+		"MSG/S, BYTES/S: over the refresh interval. FILL%: ring bytes",
+		"not yet consumed by the slowest subscriber. REPLAY: messages",
+		"a late joiner of a replay stream gets now. HOLDING: the",
+		"subscriber whose demand or position limits the publisher.",
+		"",
+		"Press any key to continue.",
+	};
+	put_line(0, A_BOLD, "crs-top help  (refresh %gs)", u->o->delay_s);
+	for (size_t k = 0; k < sizeof(text) / sizeof(*text); k++)
+		put_line(2 + (int)k, A_NORMAL, "%s", text[k]);
+}
+
+static void tui_draw(struct tui *u, const struct top_set *t)
+{
+	erase();
+	if (u->help)
+		draw_help(u);
+	else if (u->view == VIEW_SUBS)
+		draw_subs(u, t);
+	else
+		draw_list(u, t);
+	refresh();
+}
+
+static int tui_key(struct tui *u, struct top_set *t, int c)
+{
+	int page = LINES > 8 ? LINES - 4 : 1;
+	if (c == KEY_RESIZE)
+		return ACT_NONE;
+	if (u->help) {
+		u->help = 0; /* any key leaves the help */
+		return ACT_NONE;
+	}
+	switch (c) {
+	case 'q':
+	case 'Q':
+		return ACT_QUIT;
+	case 'h':
+	case '?':
+		u->help = 1;
+		break;
+	case 'n':
+		u->o->sort = SORT_NAME;
+		break;
+	case 'r':
+		u->o->sort = SORT_RATE;
+		break;
+	case 'l':
+		u->o->sort = SORT_LAG;
+		break;
+	case 's':
+		u->o->sort = SORT_SUBS;
+		break;
+	case 'R':
+		u->o->reverse = !u->o->reverse;
+		break;
+	case 'j':
+	case KEY_DOWN:
+		tui_move(u, t, 1);
+		break;
+	case 'k':
+	case KEY_UP:
+		tui_move(u, t, -1);
+		break;
+	case KEY_NPAGE:
+		tui_move(u, t, page);
+		break;
+	case KEY_PPAGE:
+		tui_move(u, t, -page);
+		break;
+	case 'g':
+	case KEY_HOME:
+		tui_move(u, t, -INT_MAX / 2);
+		break;
+	case 'G':
+	case KEY_END:
+		tui_move(u, t, INT_MAX / 2);
+		break;
+	case '\n':
+	case '\r':
+	case KEY_ENTER:
+	case KEY_RIGHT:
+		if (u->view == VIEW_LIST && tui_select(u, t) >= 0) {
+			u->view = VIEW_SUBS;
+			u->sub_first = 0;
+		}
+		break;
+	case 27: /* Esc */
+	case 127:
+	case 8:
+	case KEY_BACKSPACE:
+	case KEY_LEFT:
+		u->view = VIEW_LIST;
+		break;
+	case ' ':
+		return ACT_REFRESH;
+	default:
+		break;
+	}
+	set_sort(t, u->o);
+	return ACT_NONE;
+}
+
+static int run_tui(struct top_set *t, struct top_opts *o)
+{
+	SCREEN *scr = newterm(NULL, stdout, stdin);
+	if (!scr) {
+		fprintf(stderr, "crs-top: cannot drive this terminal (TERM=%s); "
+				"try -b\n",
+			getenv("TERM") ? getenv("TERM") : "");
+		return EXIT_RUNTIME;
+	}
+	set_escdelay(ESC_DELAY_MS);
+	cbreak();
+	noecho();
+	nonl();
+	keypad(stdscr, TRUE);
+	nodelay(stdscr, TRUE);
+	curs_set(0);
+
+	struct tui u = { .o = o, .view = VIEW_LIST };
+	int64_t step = (int64_t)(o->delay_s * NS_PER_S);
+	set_refresh(t);
+	set_sort(t, o);
+	tui_draw(&u, t);
+	int64_t next = now_ns() + step;
+	long shown = 1;
+	while (!g_stop) {
+		int64_t left = next - now_ns();
+		int ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+		int r = poll(&p, 1, ms);
+		if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			break; /* the terminal went away */
+		int act = ACT_NONE, redraw = 0, c;
+		while (act != ACT_QUIT && (c = getch()) != ERR) {
+			act = tui_key(&u, t, c);
+			redraw = 1;
+			if (act == ACT_REFRESH)
+				next = now_ns();
+		}
+		if (act == ACT_QUIT)
+			break;
+		int64_t now = now_ns();
+		if (now >= next) {
+			if (o->count && shown >= o->count)
+				break;
+			set_refresh(t);
+			set_sort(t, o);
+			shown++;
+			next += step;
+			if (next < now)
+				next = now + step;
+			redraw = 1;
+		}
+		if (redraw)
+			tui_draw(&u, t);
+	}
+	endwin();
+	delscreen(scr);
+	return EXIT_SUCCESS;
+}
+
+/* ---- Options and main --------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fputs(
+"usage: crs-top [-b] [--json] [-d SECONDS] [-n COUNT] [-o KEY] [-R]\n"
+"Show the crs streams in the runtime directory and their subscribers, live.\n"
+"\n"
+"  -d SECONDS  refresh interval, fractions allowed (default 1)\n"
+"  -n COUNT    exit after COUNT refreshes (default: run until stopped)\n"
+"  -b          batch mode: plain text lines instead of the full screen\n"
+"  -j, --json  batch mode, one JSON document per line and refresh\n"
+"  -o KEY      sort by name, rate, lag (ring fill) or subs (default name)\n"
+"  -R          reverse the sort order\n"
+"  -h          show this help\n"
+"Keys in the full screen: j k or arrows select, Enter shows subscribers,\n"
+"Esc goes back, n r l s sort, R reverses, h help, q quits.\n"
+"Streams live in $CRS_DIR, else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
+"Exit status: 0 done, 1 error, 2 usage error.\n",
+	      f);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+								 ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("crs-top: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs("\nTry 'crs-top -h' for help.\n", stderr);
+	va_end(ap);
+	return EXIT_USAGE;
+}
+
+static int parse_sort(const char *s)
+{
+	for (int k = 0; k < SORT_NKEYS; k++)
+		if (!strcmp(s, sort_names[k]))
+			return k;
+	if (!strcmp(s, "fill"))
+		return SORT_LAG;
+	if (!strcmp(s, "subscribers"))
+		return SORT_SUBS;
+	return -1;
+}
+
+/* Returns -1 to go on, or the status to exit with. */
+static int parse_args(int argc, char **argv, struct top_opts *o)
+{
+	static const struct option longs[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "batch", no_argument, NULL, 'b' },
+		{ "delay", required_argument, NULL, 'd' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "sort", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct top_opts){ .delay_s = DEFAULT_DELAY_S, .sort = SORT_NAME };
+	opterr = 0;
+	int c;
+	char *end;
+	while ((c = getopt_long(argc, argv, "+bjd:n:o:Rh", longs, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			o->batch = 1;
+			break;
+		case 'j':
+			o->json = o->batch = 1;
+			break;
+		case 'd':
+			errno = 0;
+			o->delay_s = strtod(optarg, &end);
+			if (end == optarg || *end || errno ||
+			    !(o->delay_s >= MIN_DELAY_S &&
+			      o->delay_s <= MAX_DELAY_S))
+				return usage_error("-d: bad interval '%s' "
+						   "(0.01 to 86400 seconds)",
+						   optarg);
+			break;
+		case 'n':
+			errno = 0;
+			o->count = strtol(optarg, &end, 10);
+			if (end == optarg || *end || errno || o->count < 1)
+				return usage_error("-n: bad count '%s'", optarg);
+			break;
+		case 'o':
+			o->sort = parse_sort(optarg);
+			if (o->sort < 0)
+				return usage_error("-o: unknown sort key '%s' "
+						   "(name, rate, lag, subs)",
+						   optarg);
+			break;
+		case 'R':
+			o->reverse = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_SUCCESS;
+		default:
+			return usage_error("unknown option or missing "
+					   "argument");
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+		o->batch = 1; /* no terminal to draw on */
+	return -1;
+}
+
+static void on_signal(int sig)
+{
+	g_stop = sig;
+}
+
+/* No SA_RESTART: a signal ends the current wait at once. A signal
+ * ignored at start (nohup, a background job's SIGINT) stays ignored. */
+static void catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(*sigs); i++)
+		if (sigaction(sigs[i], NULL, &old) == 0 &&
+		    old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct top_opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	struct top_set t;
+	if (set_init(&t) < 0) {
+		fputs("crs-top: out of memory\n", stderr);
+		return EXIT_RUNTIME;
+	}
+	catch_signals();
+	rc = o.batch ? run_batch(&t, &o) : run_tui(&t, &o);
+	set_free(&t);
+	if (g_stop) {
+		/* The terminal is restored: end the way the signal asked. */
+		fflush(stdout);
+		signal(g_stop, SIG_DFL);
+		raise(g_stop);
+	}
+	return rc;
+}
