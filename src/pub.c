@@ -135,6 +135,9 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->on_disconnect = o->on_disconnect;
 	pub->auto_connect = o->auto_connect;
 	pub->untethered_ns = (int64_t)o->untethered_ms * 1000000;
+	pub->spin_ns = o->spin_us < 0	 ? 0
+		       : o->spin_us == 0 ? PUB_SPIN_NS
+					 : (int64_t)o->spin_us * 1000;
 	pub->clock = o->clock;
 	pub->clock_ctx = o->clock_ctx;
 	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,
@@ -592,7 +595,7 @@ static int pub_wait_for(struct crs_pub *pub,
 			int timeout_ms)
 {
 	int64_t deadline = ipc_deadline(timeout_ms);
-	int64_t spin_until = ipc_now_ns() + PUB_SPIN_NS;
+	int64_t spin_until = ipc_now_ns() + pub->spin_ns;
 	for (;;) {
 		int64_t now = ipc_now_ns();
 		if (now >= pub->next_serve_ns)

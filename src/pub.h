@@ -18,7 +18,7 @@
 #define PUB_MAX_PENDING 16
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
 #define PUB_SERVE_EVERY 16	    /* commits between clock checks */
-#define PUB_SPIN_NS 20000	    /* poll this long before parking */
+#define PUB_SPIN_NS 20000	    /* default: poll this long before parking */
 #define PUB_HELLO_TIMEOUT_NS 5000000000LL
 
 struct pub_slot {
@@ -74,6 +74,7 @@ struct crs_pub {
 	uint32_t on_disconnect; /* enum crs_disconnect */
 	int32_t auto_connect;	/* connect at this many subscribers; -1 no */
 	int64_t untethered_ns;	/* evict stalled subscribers after; 0 never */
+	int64_t spin_ns;	/* poll this long in waits before parking */
 	uint64_t epoch;		/* current (or last) connection epoch */
 	uint64_t bytes;		/* payload bytes committed */
 	struct crs_retain retain;

@@ -37,7 +37,7 @@
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
 #define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
-#define SPIN_NS 20000LL		  /* poll this long before parking */
+#define SPIN_NS 20000LL		  /* default: poll this long before parking */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
 #define PUBLISH_EVERY 256
@@ -291,7 +291,7 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
 	int64_t deadline = ipc_deadline(timeout_ms);
-	int64_t spin_until = ipc_now_ns() + SPIN_NS;
+	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
 	for (;;) {
 		if (sub_has_work(sub))
 			return 0;
@@ -394,6 +394,9 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring_size / 4;
 	sub->sock = sub->at.sock;
+	sub->spin_ns = o.spin_us < 0	 ? 0
+		       : o.spin_us == 0 ? SPIN_NS
+					 : (int64_t)o.spin_us * 1000;
 	sub->prefetch = o.prefetch;
 	sub->replenish = crs_credit_replenish(o.prefetch);
 	if (o.prefetch)

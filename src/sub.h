@@ -38,6 +38,7 @@ struct crs_sub {
 	int pub_dead;
 	int cancelled;
 	int pub_fences;
+	int64_t spin_ns; /* poll this long in waits before parking */
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;

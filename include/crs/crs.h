@@ -108,6 +108,9 @@ struct crs_pub_opts {
 	 * others back is the lockstep contract, and cutting one off loses
 	 * its messages, so it has to be asked for. */
 	uint32_t untethered_ms;
+	/* crs_pub_wait polls this long before it sleeps in the kernel:
+	 * 0: the default (20 us), -1: sleep at once. */
+	int32_t spin_us;
 	/* Time source for replay_age_ms, ns; NULL: CLOCK_MONOTONIC. */
 	int64_t (*clock)(void *clock_ctx);
 	void *clock_ctx;
@@ -120,6 +123,8 @@ struct crs_sub_opts {
 			      with -ENOENT (default), -1 forever */
 	int handshake_ms;  /* how long the publisher may take to answer;
 			      0 = default 5000, -1 forever */
+	int spin_us;	   /* crs_sub_wait polls this long before it sleeps
+			      in the kernel: 0 default (20 us), -1 never */
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
