@@ -20,4 +20,28 @@
 /* Compiler-only fence: the fast half when the peer uses membarrier. */
 #define crs_fence_compiler() atomic_signal_fence(memory_order_seq_cst)
 
+/* Spin-wait hint: let the sibling hyperthread and the memory system
+ * breathe while we poll a word another process will change. */
+static inline void crs_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* Back off after an empty poll: 1, 2, 4 ... max relax hints, so that a
+ * reader that has caught up stops pulling the cache lines its writer is
+ * filling. *step starts at 1. */
+static inline void crs_backoff(unsigned *step, unsigned max)
+{
+	for (unsigned i = 0; i < *step; i++)
+		crs_cpu_relax();
+	if (*step < max)
+		*step *= 2;
+}
+
 #endif

@@ -423,7 +423,8 @@ int crs_pub_commit(crs_pub *pub, size_t len)
 	pub->seq++;
 	pub->bytes += len;
 	struct crs_pub_stats *st = &pub->hdr->stats;
-	crs_store_relaxed(&st->position, pub->pos);
+	/* After the header: pairs with the acquire load in sub_next(). */
+	crs_store_release(&st->position, pub->pos);
 	crs_store_relaxed(&st->published, pub->seq);
 	crs_store_relaxed(&st->bytes, pub->bytes);
 	wake_if_parked(pub);

@@ -38,6 +38,7 @@
 #define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
 #define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
 #define SPIN_NS 20000LL		  /* default: poll this long before parking */
+#define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
 #define PUBLISH_EVERY 256
@@ -137,6 +138,17 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 	if (__builtin_expect(sub->received >= sub->requested, 0))
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
+		if (sub->pos >= sub->known_end) {
+			/* One word says how far the publisher has committed
+			 * (pairs with its release store in crs_pub_commit()):
+			 * a reader that has caught up watches it instead of
+			 * the ring line the publisher is writing, and then
+			 * reads whole batches behind it. */
+			sub->known_end =
+				crs_load_acquire(&sub->hdr->stats.position);
+			if (sub->pos >= sub->known_end)
+				return sub_idle(sub);
+		}
 		const _Atomic uint64_t *h =
 			(const _Atomic uint64_t *)(sub->ring +
 						   (sub->pos &
@@ -292,14 +304,17 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
+	unsigned step = 1;
 	for (;;) {
 		if (sub_has_work(sub))
 			return 0;
 		int64_t now = ipc_now_ns();
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		if (now < spin_until)
+		if (now < spin_until) {
+			crs_backoff(&step, SPIN_BACKOFF_MAX);
 			continue;
+		}
 		sub_park(sub, deadline);
 	}
 }

@@ -19,6 +19,7 @@ struct crs_sub {
 	uint32_t max_message;
 	int held;
 	uint64_t pos;
+	uint64_t known_end; /* publisher's position as last read */
 	uint64_t seq;
 	uint64_t held_frame;
 	uint64_t requested; /* total, saturating */

@@ -32,6 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&start, data, 8);
 	start &= ~7ULL;
 	uint32_t max_message = (data[8] | data[9] << 8) % (RING / 4 + 1);
+	/* The publisher's position, as untrusted as the rest. */
+	uint64_t published = start + (uint64_t)(data[10] | data[11] << 8) * 8;
+	if (data[12] & 1)
+		published = start + ((uint64_t)data[13] << 56);
 	size_t off = 16;
 	size_t tl = size - off < sizeof(hdr.terminal) ? size - off
 						       : sizeof(hdr.terminal);
@@ -46,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sub.pos = sub.published_pos = start;
 	sub.publish_step = RING / 4;
 	sub.requested = 1000;
+	atomic_store(&hdr.stats.position, published);
 	sub.hdr = &hdr;
 	sub.ctl = &ctl;
 	sub.sock = -1;
