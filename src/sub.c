@@ -89,6 +89,19 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
 		sub->pub_dead = 1;
 }
 
+/* Is a frame committed at pos? (The tag check alone decides: a word
+ * that a dying publisher left half-written never matches.) */
+static int frame_committed(const struct crs_sub *sub)
+{
+	uint64_t len;
+	const _Atomic uint64_t *h =
+		(const _Atomic uint64_t *)(sub->ring +
+					   (sub->pos & (sub->ring_size - 1)));
+	/* Pairs with the release store in put_header(). */
+	return crs_frame_check(crs_load_acquire(h), sub->pos, sub->ring_size,
+			       sub->max_message, &len) != CRS_FRAME_NONE;
+}
+
 /* Nothing committed at pos: see whether the stream ended here. */
 static int sub_idle(struct crs_sub *sub)
 {
@@ -122,7 +135,10 @@ static int sub_idle(struct crs_sub *sub)
 	int64_t now = ipc_now_ns();
 	if (now >= sub->next_liveness_ns)
 		sub_liveness(sub, now);
-	if (sub->pub_dead) {
+	/* A dead publisher's committed messages stay readable in our
+	 * mapping: deliver them (as demand allows), then its terminal
+	 * record if it wrote one, and EPIPE only after that. */
+	if (sub->pub_dead && !frame_committed(sub)) {
 		sub_end(sub, EPIPE, "publisher died");
 		return -CRS_EEND;
 	}
