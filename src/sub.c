@@ -277,7 +277,12 @@ void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
 	     uint32_t seen)
 {
 	ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen);
-	ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+	/* Once the publisher is known dead its socket stays readable: only
+	 * our own demand can make progress now, so do not wait on it. */
+	if (sub->pub_dead)
+		ipc_waitset_forget(ws, base + 1);
+	else
+		ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
 }
 
 void sub_hangup(struct crs_sub *sub)
