@@ -147,13 +147,16 @@ static int queue(struct ipc_waitset *ws, uint64_t key, struct entry *e)
 	return 0;
 }
 
-int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
-		      uint32_t val)
+/* Arm key for what `want` describes; an identical pending wait stays. */
+static int arm(struct ipc_waitset *ws, uint64_t key, const struct entry *want)
 {
 	struct entry *e = entry_for(ws, key);
 	if (!e)
 		return -ENOMEM;
-	int same = e->kind == K_FUTEX && e->addr == addr && e->val == val;
+	int same = e->kind == want->kind &&
+		   (want->kind == K_FUTEX
+			    ? e->addr == want->addr && e->val == want->val
+			    : e->fd == want->fd && e->events == want->events);
 	e->armed = 1;
 	if (same && (e->pending || !ws->uring_ok))
 		return 0;
@@ -162,31 +165,26 @@ int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
 		if (err)
 			return err;
 	}
-	e->kind = K_FUTEX;
-	e->addr = addr;
-	e->val = val;
+	e->kind = want->kind;
+	e->addr = want->addr;
+	e->val = want->val;
+	e->fd = want->fd;
+	e->events = want->events;
 	return ws->uring_ok ? queue(ws, key, e) : 0;
+}
+
+int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
+		      uint32_t val)
+{
+	struct entry want = { .kind = K_FUTEX, .addr = addr, .val = val };
+	return arm(ws, key, &want);
 }
 
 int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
 		     short events)
 {
-	struct entry *e = entry_for(ws, key);
-	if (!e)
-		return -ENOMEM;
-	int same = e->kind == K_POLL && e->fd == fd && e->events == events;
-	e->armed = 1;
-	if (same && (e->pending || !ws->uring_ok))
-		return 0;
-	if (ws->uring_ok) {
-		int err = cancel(ws, key, e);
-		if (err)
-			return err;
-	}
-	e->kind = K_POLL;
-	e->fd = fd;
-	e->events = events;
-	return ws->uring_ok ? queue(ws, key, e) : 0;
+	struct entry want = { .kind = K_POLL, .fd = fd, .events = events };
+	return arm(ws, key, &want);
 }
 
 void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key)
