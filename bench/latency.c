@@ -1,0 +1,717 @@
+/*
+ * latency.c - ping-pong round trips between two processes, one channel
+ * each way, for crs and the raw limits, spinning and blocking.
+ *
+ * Process A sends message i (fills every byte), waits for the echo and
+ * reads it (every byte, index words checked); B reads each message and
+ * answers with a message of the same size it fills itself. A times each
+ * round trip with CLOCK_MONOTONIC (two clock reads, about 20-40 ns, are in
+ * every figure) into a log-bucketed histogram (histo.c). The first
+ * trips are a warm-up; a measurement stops after lat_trips round trips or
+ * lat_secs, whichever comes first.
+ *
+ * Spinning (both processes busy-poll; each holds a CPU):
+ *   raw-spin      a shared word followed by the payload in MAP_SHARED
+ *                 memory, one region per direction: fill, store the word
+ *                 (release); the peer spins on the word. At 32 B word and
+ *                 payload share one cache line: the cache-line ping-pong.
+ *   crs-spin      claim/commit and crs_sub_poll in a loop with a pause.
+ * Blocking (both processes sleep in the kernel while waiting):
+ *   raw-futex     as raw-spin, but the reader FUTEX_WAITs on the word at
+ *                 once and the writer FUTEX_WAKEs after every store.
+ *   crs-block-uring / crs-block-poll
+ *                 crs_sub_wait with spin_us = -1 on both subscriptions
+ *                 (sleep at once, no polling) and spin_us = -1 on both
+ *                 publishers; the io_uring engine, or the poll/futex
+ *                 fallback (CRS_NO_URING=1 in both processes).
+ *   pipe, unix-socket, zmq
+ *                 write/read of whole messages on two pipes, one
+ *                 socketpair, or a ZeroMQ PAIR over ipc:// (plus ZeroMQ's
+ *                 I/O thread in each process).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "crs/crs.h"
+
+#ifdef HAVE_ZMQ
+#include <zmq.h>
+#endif
+
+#define STOP_SEQ UINT64_MAX
+#define EP_TIMEOUT_NS (30LL * 1000000000LL)
+
+struct pp {
+	const struct config *cfg;
+	const struct lat_scn *sc;
+	size_t size;
+	unsigned id;
+	struct ctl *ctl;
+	struct histo *h; /* shared: A's round trips */
+	char name[2][128];
+	int fds[4];
+	uint8_t *map;
+	size_t maplen, region;
+};
+
+struct lat_scn {
+	const char *name, *mode, *desc;
+	int baseline, no_uring, is_default, needs_zmq;
+	int (*setup)(struct pp *p);
+	void (*cleanup)(struct pp *p);
+	void *(*open)(struct pp *p, int who);
+	int (*send)(void *ep, uint64_t seq);
+	int (*recv)(void *ep, uint64_t *seq); /* 1, or < 0 */
+	void (*close)(void *ep);
+};
+
+/* ---- raw shared memory: spin and futex ------------------------------------ */
+
+struct raw_ep {
+	struct pp *p;
+	_Atomic uint32_t *out_word, *in_word;
+	uint8_t *out, *in;
+	uint32_t sent, got;
+	int futex;
+};
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val)
+{
+	return syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
+}
+
+static int raw_setup(struct pp *p)
+{
+	p->region = (64 + p->size + 4095) & ~(size_t)4095;
+	p->maplen = 2 * p->region;
+	p->map = shared_alloc(p->maplen);
+	return p->map ? 0 : -ENOMEM;
+}
+
+static void raw_cleanup(struct pp *p)
+{
+	shared_free(p->map, p->maplen);
+}
+
+static void *raw_open(struct pp *p, int who)
+{
+	struct raw_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	uint8_t *mine = p->map + (size_t)who * p->region;
+	uint8_t *theirs = p->map + (size_t)(1 - who) * p->region;
+	e->p = p;
+	e->out_word = (_Atomic uint32_t *)mine;
+	e->in_word = (_Atomic uint32_t *)theirs;
+	e->out = mine + 8; /* word and payload share the first line */
+	e->in = theirs + 8;
+	e->futex = !strcmp(p->sc->name, "raw-futex");
+	return e;
+}
+
+static int raw_send(void *ep, uint64_t seq)
+{
+	struct raw_ep *e = ep;
+	fill_msg(e->out, e->p->size, seq);
+	atomic_store_explicit(e->out_word, ++e->sent, memory_order_release);
+	if (e->futex)
+		futex(e->out_word, FUTEX_WAKE, 1);
+	return 0;
+}
+
+static int raw_recv(void *ep, uint64_t *seq)
+{
+	struct raw_ep *e = ep;
+	uint32_t want = e->got + 1, v;
+	int64_t deadline = 0;
+	unsigned n = 0;
+	while ((v = atomic_load_explicit(e->in_word, memory_order_acquire)) !=
+	       want) {
+		if (e->futex)
+			futex(e->in_word, FUTEX_WAIT, v);
+		else
+			cpu_relax();
+		if ((++n & 0xffff) == 0) {
+			int64_t t = now_ns();
+			if (!deadline)
+				deadline = t + EP_TIMEOUT_NS;
+			else if (t > deadline)
+				return -ETIMEDOUT;
+		}
+	}
+	e->got = want;
+	uint64_t sum = 0;
+	*seq = msg_index(e->in);
+	return read_msg(e->in, e->p->size, *seq, &sum) ? (bench_sink += sum, 1)
+						       : -EPROTO;
+}
+
+static void raw_close(void *ep)
+{
+	free(ep);
+}
+
+/* ---- crs ----------------------------------------------------------------- */
+
+struct crs_ep {
+	struct pp *p;
+	crs_pub *pub;
+	crs_sub *sub;
+	int block;
+};
+
+static int crs_pp_setup(struct pp *p)
+{
+	stream_name(p->name[0], sizeof(p->name[0]), p->id * 2);
+	stream_name(p->name[1], sizeof(p->name[1]), p->id * 2 + 1);
+	return 0;
+}
+
+static void *crs_pp_open(struct pp *p, int who)
+{
+	struct proc_rep *rep = &p->ctl->rep[who];
+	if (p->sc->no_uring)
+		setenv("CRS_NO_URING", "1", 1);
+	else
+		unsetenv("CRS_NO_URING");
+	struct crs_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->p = p;
+	e->block = !strcmp(p->sc->mode, "block");
+	crs_loop *loop;
+	if (crs_loop_new(&loop) == 0) {
+		snprintf(rep->engine, sizeof(rep->engine), "%s",
+			 crs_loop_engine(loop));
+		crs_loop_free(loop);
+	}
+	struct crs_pub_opts po;
+	crs_pub_opts_init(&po);
+	po.ring_bytes = p->cfg->ring_bytes;
+	po.max_message = (uint32_t)(p->cfg->ring_bytes / 4);
+	po.spin_us = e->block ? -1 : 0;
+	struct crs_sub_opts so;
+	crs_sub_opts_init(&so);
+	so.wait_ms = 20000;
+	so.spin_us = e->block ? -1 : 0;
+	int err = crs_pub_create(p->name[who], &po, &e->pub);
+	if (err) {
+		rep_err(rep, err, "crs_pub_create: %s", crs_strerror(err));
+		goto fail;
+	}
+	/* A admits B first, then subscribes; B subscribes, then admits A. */
+	if (who == 0)
+		err = crs_pub_wait_subscribers(e->pub, 1, 20000);
+	if (!err)
+		err = crs_sub_open(p->name[1 - who], &so, &e->sub);
+	if (!err && who == 1)
+		err = crs_pub_wait_subscribers(e->pub, 1, 20000);
+	if (err) {
+		rep_err(rep, err, "connecting: %s", crs_strerror(err));
+		goto fail;
+	}
+	return e;
+fail:
+	crs_sub_close(e->sub);
+	if (e->pub)
+		crs_pub_close(e->pub);
+	free(e);
+	return NULL;
+}
+
+static int crs_pp_send(void *ep, uint64_t seq)
+{
+	struct crs_ep *e = ep;
+	void *buf;
+	int err;
+	int64_t deadline = 0;
+	unsigned n = 0;
+	while ((err = crs_pub_claim(e->pub, e->p->size, &buf)) != 0) {
+		if (err != -CRS_ENODEMAND && err != -CRS_ENOROOM)
+			return err;
+		if (e->block)
+			crs_pub_wait(e->pub, e->p->size, 1000);
+		else
+			cpu_relax();
+		if ((++n & (e->block ? 0 : 0xffff)) == 0) {
+			int64_t t = now_ns();
+			if (!deadline)
+				deadline = t + EP_TIMEOUT_NS;
+			else if (t > deadline)
+				return -ETIMEDOUT;
+		}
+	}
+	fill_msg(buf, e->p->size, seq);
+	return crs_pub_commit(e->pub, e->p->size);
+}
+
+static int crs_pp_recv(void *ep, uint64_t *seq)
+{
+	struct crs_ep *e = ep;
+	struct crs_msg m;
+	int64_t deadline = 0;
+	unsigned n = 0;
+	for (;;) {
+		int r = crs_sub_poll(e->sub, &m);
+		if (r == 1)
+			break;
+		if (r < 0)
+			return -EPIPE;
+		if (e->block)
+			crs_sub_wait(e->sub, 1000);
+		else
+			cpu_relax();
+		if ((++n & (e->block ? 0 : 0xffff)) == 0) {
+			int64_t t = now_ns();
+			if (!deadline)
+				deadline = t + EP_TIMEOUT_NS;
+			else if (t > deadline)
+				return -ETIMEDOUT;
+		}
+	}
+	uint64_t sum = 0;
+	*seq = m.len >= 8 ? msg_index(m.data) : 0;
+	int ok = m.len == e->p->size && read_msg(m.data, m.len, *seq, &sum);
+	bench_sink += sum;
+	crs_sub_release(e->sub);
+	return ok ? 1 : -EPROTO;
+}
+
+static void crs_pp_close(void *ep)
+{
+	struct crs_ep *e = ep;
+	crs_pub_complete(e->pub);
+	crs_pub_wait_consumed(e->pub, 2000);
+	crs_sub_close(e->sub);
+	crs_pub_close(e->pub);
+	free(e);
+}
+
+/* ---- pipe and unix socket ---------------------------------------------- */
+
+struct fd_ep {
+	struct pp *p;
+	int in, out;
+	uint8_t *buf;
+};
+
+static int pipes_setup(struct pp *p)
+{
+	if (pipe2(p->fds, O_CLOEXEC) < 0 || pipe2(p->fds + 2, O_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+static int sock_setup(struct pp *p)
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p->fds) < 0)
+		return -errno;
+	return 0;
+}
+
+static void *fd_open(struct pp *p, int who)
+{
+	struct fd_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->p = p;
+	e->buf = malloc(p->size);
+	int keep[2];
+	if (p->fds[2] >= 0) { /* pipes: 0->1 is fds[0..1], 1->0 fds[2..3] */
+		e->out = who ? p->fds[3] : p->fds[1];
+		e->in = who ? p->fds[0] : p->fds[2];
+	} else {
+		e->out = e->in = p->fds[who];
+	}
+	keep[0] = e->in;
+	keep[1] = e->out;
+	for (int i = 0; i < 4; i++)
+		if (p->fds[i] >= 0 && p->fds[i] != keep[0] &&
+		    p->fds[i] != keep[1])
+			close(p->fds[i]);
+	return e;
+}
+
+static int fd_send(void *ep, uint64_t seq)
+{
+	struct fd_ep *e = ep;
+	fill_msg(e->buf, e->p->size, seq);
+	const uint8_t *q = e->buf;
+	size_t n = e->p->size;
+	while (n) {
+		ssize_t w = write(e->out, q, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		q += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int fd_recv(void *ep, uint64_t *seq)
+{
+	struct fd_ep *e = ep;
+	size_t got = 0, n = e->p->size;
+	while (got < n) {
+		ssize_t r = read(e->in, e->buf + got, n - got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		got += (size_t)r;
+	}
+	uint64_t sum = 0;
+	*seq = msg_index(e->buf);
+	int ok = read_msg(e->buf, n, *seq, &sum);
+	bench_sink += sum;
+	return ok ? 1 : -EPROTO;
+}
+
+static void fd_close(void *ep)
+{
+	struct fd_ep *e = ep;
+	close(e->in);
+	if (e->out != e->in)
+		close(e->out);
+	free(e->buf);
+	free(e);
+}
+
+/* ---- ZeroMQ ------------------------------------------------------------- */
+
+#ifdef HAVE_ZMQ
+struct zmq_ep {
+	struct pp *p;
+	void *ctx, *s;
+	uint8_t *buf;
+	zmq_msg_t m;
+};
+
+static int zpp_setup(struct pp *p)
+{
+	snprintf(p->name[0], sizeof(p->name[0]), "ipc://%s/p%u",
+		 p->cfg->tmpdir, p->id);
+	return 0;
+}
+
+static void zpp_cleanup(struct pp *p)
+{
+	unlink(p->name[0] + strlen("ipc://"));
+}
+
+static void *zpp_open(struct pp *p, int who)
+{
+	struct zmq_ep *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->p = p;
+	e->buf = malloc(p->size);
+	e->ctx = zmq_ctx_new();
+	e->s = zmq_socket(e->ctx, ZMQ_PAIR);
+	int r = who ? zmq_connect(e->s, p->name[0])
+		    : zmq_bind(e->s, p->name[0]);
+	if (r != 0) {
+		rep_err(&p->ctl->rep[who], errno, "zmq: %s",
+			zmq_strerror(errno));
+		zmq_close(e->s);
+		zmq_ctx_term(e->ctx);
+		free(e->buf);
+		free(e);
+		return NULL;
+	}
+	zmq_msg_init(&e->m);
+	return e;
+}
+
+static int zpp_send(void *ep, uint64_t seq)
+{
+	struct zmq_ep *e = ep;
+	fill_msg(e->buf, e->p->size, seq);
+	return zmq_send(e->s, e->buf, e->p->size, 0) == (int)e->p->size
+		       ? 0
+		       : -errno;
+}
+
+static int zpp_recv(void *ep, uint64_t *seq)
+{
+	struct zmq_ep *e = ep;
+	int r;
+	while ((r = zmq_msg_recv(&e->m, e->s, 0)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -errno;
+	if ((size_t)r != e->p->size)
+		return -EPROTO;
+	uint64_t sum = 0;
+	*seq = msg_index(zmq_msg_data(&e->m));
+	int ok = read_msg(zmq_msg_data(&e->m), e->p->size, *seq, &sum);
+	bench_sink += sum;
+	return ok ? 1 : -EPROTO;
+}
+
+static void zpp_close(void *ep)
+{
+	struct zmq_ep *e = ep;
+	zmq_msg_close(&e->m);
+	zmq_close(e->s);
+	zmq_ctx_term(e->ctx);
+	free(e->buf);
+	free(e);
+}
+#endif
+
+static const struct lat_scn lat_scns[] = {
+	{ .name = "raw-spin", .mode = "spin", .baseline = 1,
+	  .desc = "shared word + payload per direction, the peer spins on "
+		  "the word (at 32 B: one cache line each way)",
+	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
+	  .send = raw_send, .recv = raw_recv, .close = raw_close,
+	  .is_default = 1 },
+	{ .name = "crs-spin", .mode = "spin",
+	  .desc = "crs claim/commit, crs_sub_poll in a loop (pause between "
+		  "polls), both processes spin",
+	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
+	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	{ .name = "raw-futex", .mode = "block", .baseline = 1,
+	  .desc = "as raw-spin, the reader FUTEX_WAITs at once, the writer "
+		  "FUTEX_WAKEs after each store",
+	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
+	  .send = raw_send, .recv = raw_recv, .close = raw_close,
+	  .is_default = 1 },
+	{ .name = "crs-block-uring", .mode = "block",
+	  .desc = "crs_sub_wait, spin_us -1 on subscriptions and publishers "
+		  "(sleep at once), io_uring engine",
+	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
+	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	{ .name = "crs-block-poll", .mode = "block", .no_uring = 1,
+	  .desc = "as crs-block-uring with CRS_NO_URING=1 in both processes "
+		  "(futex_waitv/poll fallback engine)",
+	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
+	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	{ .name = "pipe", .mode = "block", .baseline = 1,
+	  .desc = "two pipes, write/read of whole messages",
+	  .setup = pipes_setup, .open = fd_open, .send = fd_send,
+	  .recv = fd_recv, .close = fd_close, .is_default = 1 },
+	{ .name = "unix-socket", .mode = "block",
+	  .desc = "one socketpair(AF_UNIX, SOCK_STREAM)",
+	  .setup = sock_setup, .open = fd_open, .send = fd_send,
+	  .recv = fd_recv, .close = fd_close, .is_default = 1 },
+#ifdef HAVE_ZMQ
+	{ .name = "zmq", .mode = "block", .needs_zmq = 1,
+	  .desc = "ZeroMQ PAIR over ipc:// (+ an I/O thread per process)",
+	  .setup = zpp_setup, .cleanup = zpp_cleanup, .open = zpp_open,
+	  .send = zpp_send, .recv = zpp_recv, .close = zpp_close,
+	  .is_default = 1 },
+#endif
+};
+#define NLAT (int)(sizeof(lat_scns) / sizeof(lat_scns[0]))
+
+void lat_list(FILE *f)
+{
+	for (int i = 0; i < NLAT; i++)
+		fprintf(f, "%-20s %-8s %-9s %s%s\n", lat_scns[i].name,
+			lat_scns[i].baseline ? "baseline" : "crs", "latency",
+			lat_scns[i].desc, lat_scns[i].mode[0] == 's'
+						  ? " [both spin]"
+						  : " [both sleep]");
+}
+
+/* ---- the two sides ------------------------------------------------------- */
+
+static int side_a(void *arg, int who)
+{
+	struct pp *p = arg;
+	struct proc_rep *rep = &p->ctl->rep[who];
+	void *ep = p->sc->open(p, who);
+	if (!ep) {
+		if (!rep->err)
+			rep_err(rep, ENOMEM, "open failed");
+		return 1;
+	}
+	histo_reset(p->h);
+	const uint32_t trips = p->cfg->lat_trips;
+	const uint64_t warm = trips / 10 < 200 ? trips / 10 : 200;
+	const int64_t limit = (int64_t)(p->cfg->lat_secs * 1e9);
+	int64_t start = 0;
+	uint64_t i, got = 0;
+	int r = 0;
+	for (i = 0;; i++) {
+		int64_t t0 = now_ns();
+		r = p->sc->send(ep, i);
+		if (!r)
+			r = p->sc->recv(ep, &got);
+		int64_t t1 = now_ns();
+		if (r < 0 || got != i) {
+			rep_err(rep, r, "round trip %" PRIu64 ": %s", i,
+				r < 0 ? strerror(-r) : "wrong message");
+			break;
+		}
+		if (i == warm)
+			start = t1;
+		if (i > warm) {
+			histo_add(p->h, (uint64_t)(t1 - t0));
+			if (p->h->count >= trips || t1 - start > limit)
+				break;
+		}
+	}
+	if (!rep->err) {
+		r = p->sc->send(ep, STOP_SEQ);
+		if (!r)
+			r = p->sc->recv(ep, &got);
+		if (r < 0 || got != STOP_SEQ)
+			rep_err(rep, r, "stopping: %s",
+				r < 0 ? strerror(-r) : "wrong message");
+	}
+	rep->msgs = p->h->count;
+	p->sc->close(ep);
+	return rep->err ? 1 : 0;
+}
+
+static int side_b(void *arg, int who)
+{
+	struct pp *p = arg;
+	struct proc_rep *rep = &p->ctl->rep[who];
+	void *ep = p->sc->open(p, who);
+	if (!ep) {
+		if (!rep->err)
+			rep_err(rep, ENOMEM, "open failed");
+		return 1;
+	}
+	for (uint64_t want = 0;; want++) {
+		uint64_t got = 0;
+		int r = p->sc->recv(ep, &got);
+		if (r > 0 && got != want && got != STOP_SEQ)
+			r = -EPROTO;
+		if (r > 0)
+			r = p->sc->send(ep, got);
+		if (r < 0) {
+			rep_err(rep, r, "echo %" PRIu64 ": %s", want,
+				strerror(-r));
+			break;
+		}
+		if (got == STOP_SEQ)
+			break;
+	}
+	p->sc->close(ep);
+	return rep->err ? 1 : 0;
+}
+
+static unsigned next_pp_id;
+
+static void lat_measure(const struct config *cfg, const struct lat_scn *sc,
+			size_t size, struct lat_sample *s, struct histo *merged)
+{
+	memset(s, 0, sizeof(*s));
+	struct pp p = { .cfg = cfg, .sc = sc, .size = size,
+			.id = next_pp_id++ };
+	for (int i = 0; i < 4; i++)
+		p.fds[i] = -1;
+	p.ctl = ctl_new(1);
+	p.h = shared_alloc(sizeof(*p.h));
+	if (!p.ctl || !p.h) {
+		snprintf(s->err, sizeof(s->err), "out of memory");
+		goto out;
+	}
+	int err = sc->setup ? sc->setup(&p) : 0;
+	if (err) {
+		snprintf(s->err, sizeof(s->err), "setup: %s", strerror(-err));
+		goto out;
+	}
+	pid_t pids[2];
+	pids[0] = spawn(cfg, 0, side_a, &p, 0);
+	pids[1] = spawn(cfg, 1, side_b, &p, 1);
+	for (int i = 0; i < 4; i++)
+		if (p.fds[i] >= 0)
+			close(p.fds[i]);
+	int failed = reap_all(pids, 2,
+			      now_ns() + (int64_t)(cfg->lat_secs * 1e9) +
+				      WATCHDOG_NS / 2);
+	if (sc->cleanup)
+		sc->cleanup(&p);
+	for (int i = 0; i < 2 && !s->err[0]; i++)
+		if (p.ctl->rep[i].err)
+			snprintf(s->err, sizeof(s->err), "%s: %s",
+				 i ? "B" : "A", p.ctl->rep[i].msg);
+	if (!s->err[0] && failed)
+		snprintf(s->err, sizeof(s->err), "%d processes failed", failed);
+	snprintf(s->engine, sizeof(s->engine), "%s", p.ctl->rep[0].engine);
+	if (!s->err[0] && p.h->count) {
+		s->ok = 1;
+		s->trips = p.h->count;
+		s->p50 = (double)histo_pct(p.h, 50);
+		s->p90 = (double)histo_pct(p.h, 90);
+		s->p99 = (double)histo_pct(p.h, 99);
+		s->p999 = (double)histo_pct(p.h, 99.9);
+		s->max = (double)p.h->max;
+		s->mean = histo_mean(p.h);
+		histo_merge(merged, p.h);
+	} else if (!s->err[0]) {
+		snprintf(s->err, sizeof(s->err), "no round trips");
+	}
+out:
+	shared_free(p.h, sizeof(*p.h));
+	ctl_free(p.ctl);
+}
+
+int lat_run(const struct config *cfg, struct results *res)
+{
+	int sel[NLAT], nsel = 0;
+	for (int i = 0; i < NLAT; i++) {
+		if (lat_scns[i].needs_zmq && !cfg->have_zmq)
+			continue;
+		if (scenario_selected(cfg, lat_scns[i].name,
+				      lat_scns[i].is_default,
+				      lat_scns[i].baseline))
+			sel[nsel++] = i;
+	}
+	res->nlat = nsel * cfg->nlat_sizes;
+	res->lat = calloc((size_t)res->nlat + 1, sizeof(*res->lat));
+	if (!res->lat)
+		return -ENOMEM;
+	for (int z = 0; z < cfg->nlat_sizes; z++)
+		for (int k = 0; k < nsel; k++) {
+			struct lat_cell *cl = &res->lat[z * nsel + k];
+			cl->name = lat_scns[sel[k]].name;
+			cl->mode = lat_scns[sel[k]].mode;
+			cl->size = cfg->lat_sizes[z];
+			histo_reset(&cl->h);
+		}
+	for (int round = 0; round < cfg->rounds; round++)
+		for (int i = 0; i < res->nlat; i++) {
+			struct lat_cell *cl = &res->lat[i];
+			struct lat_sample *s = &cl->s[cl->n];
+			lat_measure(cfg, &lat_scns[sel[i % nsel]], cl->size, s,
+				    &cl->h);
+			probe_note(cfg, res, &s->pp_before, &s->pp_after);
+			if (!s->ok) {
+				cl->failed++;
+				res->failures++;
+				fprintf(stderr,
+					"crs-bench: latency %s %zu B round %d "
+					"failed: %s\n",
+					cl->name, cl->size, round + 1, s->err);
+			}
+			cl->n++;
+			if (isatty(2))
+				fprintf(stderr,
+					"\r%d/%d latency %s %zu B: p50 %.1f us"
+					"        ",
+					round + 1, cfg->rounds, cl->name,
+					cl->size, s->p50 / 1e3);
+		}
+	return 0;
+}

@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# test_cat.sh - crs-cat end to end, publisher and subscribers as separate
+# processes: 100 MiB of random bytes in -b mode and a million lines in line
+# mode compared byte for byte, delimiters, several subscribers in lockstep,
+# -c, -W, -t, EPIPE on stdout, signals, and the exit codes (2 for usage
+# errors, 1 for stream errors with one line naming the stream).
+#
+# usage: test_cat.sh CRS_CAT        (prints "N passed, N failed")
+set -u
+CAT=${1:?usage: test_cat.sh CRS_CAT}
+tmp=$(mktemp -d "${CRS_TEST_TMP:-${TMPDIR:-/tmp}}/crs-cat.XXXXXX") || exit 1
+export CRS_DIR=$tmp/run
+T="timeout -k 5 60" # no hang outlives a minute
+passed=0 failed=0
+bg_pids=()
+
+cleanup() {
+	exec 7>&-
+	for p in "${bg_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# report STATUS DESCRIPTION [FILE...]: FILEs (stderr logs) shown on failure.
+report() {
+	local st=$1 desc=$2
+	shift 2
+	if [ "$st" -eq 0 ]; then
+		passed=$((passed + 1))
+		echo "ok   - $desc"
+	else
+		failed=$((failed + 1))
+		echo "FAIL - $desc"
+		for f in "$@"; do [ -s "$f" ] && sed 's/^/       | /' "$f"; done
+	fi
+}
+
+# one_line FILE PATTERN: FILE is exactly one line and matches PATTERN.
+one_line() { [ "$(wc -l <"$1")" -eq 1 ] && grep -q -- "$2" "$1"; }
+
+# Wait up to 10 s for FILE to be non-empty.
+await_output() {
+	local i
+	for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+test_binary_100m() {
+	head -c 100M /dev/urandom >"$tmp/in.bin"
+	local t0 pub prc crc
+	t0=$(now_ms)
+	cat "$tmp/in.bin" | $T "$CAT" -q -P bin -w 1 -b 64K 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C bin -b >"$tmp/out.bin" 2>"$tmp/sub.err"
+	crc=$?
+	wait $pub
+	prc=$?
+	local ms=$(($(now_ms) - t0))
+	[ $prc -eq 0 ] && [ $crc -eq 0 ] && cmp -s "$tmp/in.bin" "$tmp/out.bin"
+	report $? "100 MiB of random bytes through -b 64K, byte for byte ($ms ms; publisher $prc, consumer $crc)" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	rm -f "$tmp/in.bin" "$tmp/out.bin"
+}
+
+test_lines_1m() {
+	seq 1 1000000 >"$tmp/in.txt"
+	local t0 pub prc crc
+	t0=$(now_ms)
+	$T "$CAT" -q -P lines -w 1 <"$tmp/in.txt" 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C lines 2>"$tmp/sub.err" | cat >"$tmp/out.txt"
+	crc=${PIPESTATUS[0]}
+	wait $pub
+	prc=$?
+	local ms=$(($(now_ms) - t0))
+	[ $prc -eq 0 ] && [ $crc -eq 0 ] && cmp -s "$tmp/in.txt" "$tmp/out.txt"
+	report $? "1,000,000 lines in line mode, byte for byte ($ms ms; publisher $prc, consumer $crc)" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	rm -f "$tmp/in.txt" "$tmp/out.txt"
+}
+
+# pass_through NAME EXPECTED PUB_ARGS SUB_ARGS: printf input is read from
+# $tmp/in; the consumer's output must equal EXPECTED (a printf format).
+pass_through() {
+	local name=$1 want=$2 pub prc crc
+	$T "$CAT" -q -P "$name" -w 1 $3 <"$tmp/in" 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C "$name" $4 >"$tmp/out" 2>"$tmp/sub.err"
+	crc=$?
+	wait $pub
+	prc=$?
+	printf "$want" >"$tmp/want"
+	[ $prc -eq 0 ] && [ $crc -eq 0 ] && cmp -s "$tmp/want" "$tmp/out"
+}
+
+test_delimiters() {
+	printf 'a\n\nb' >"$tmp/in"
+	pass_through empty 'a\n\nb\n' "" ""
+	report $? "empty lines are messages, so is a last line without newline" "$tmp/pub.err" "$tmp/sub.err"
+	printf 'x\0\0y z\0' >"$tmp/in"
+	pass_through nul 'x\t\ty z\t' "-d \\0" "-d \\t"
+	report $? "-d '\\0' splits the input, -d '\\t' follows each message" "$tmp/pub.err" "$tmp/sub.err"
+	printf '0123456789' >"$tmp/in"
+	pass_through chunks '0123|4567|89|' "-b 4" "-d |"
+	report $? "-b 4 publishes 4-byte chunks, the last shorter" "$tmp/pub.err" "$tmp/sub.err"
+	: >"$tmp/in"
+	pass_through none '' "" ""
+	report $? "empty input completes the stream with no message" "$tmp/pub.err" "$tmp/sub.err"
+}
+
+# No subscriber, no demand: the publisher holds its input (it drops
+# nothing) until one comes; with nothing to hold, it completes at once.
+# hold_case INPUT WANT PUB_ARGS SUB_ARGS (printf formats for INPUT, WANT)
+hold_case() {
+	local pub prc rc
+	printf "$1" | $T "$CAT" -q -P hold $3 2>"$tmp/pub.err" &
+	pub=$!
+	sleep 0.3
+	$T "$CAT" -q -C hold $4 >"$tmp/out" 2>"$tmp/sub.err"
+	rc=$?
+	wait $pub
+	prc=$?
+	printf "$2" >"$tmp/want"
+	[ $rc -eq 0 ] && [ $prc -eq 0 ] && cmp -s "$tmp/want" "$tmp/out"
+	report $? "without -w the publisher holds its input for a late subscriber (${3:-lines})" \
+		"$tmp/pub.err" "$tmp/sub.err"
+}
+
+test_no_subscriber() {
+	local rc1 rc2
+	hold_case 'a\nb\n' 'a\nb\n' "" ""
+	hold_case 'abc' 'a|b|c|' "-b 1" "-d |"
+	timeout -k 1 5 "$CAT" -q -P alone </dev/null
+	rc1=$?
+	timeout -k 1 5 "$CAT" -q -P alone -b 4K </dev/null
+	rc2=$?
+	[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]
+	report $? "empty input with no subscriber completes at once (lines $rc1, -b $rc2)"
+}
+
+# Lockstep: three subscribers with different prefetches all get it all.
+test_three_subscribers() {
+	seq 1 20000 >"$tmp/in.txt"
+	local pub prc i ok=0 p s=()
+	$T "$CAT" -q -P three -w 3 <"$tmp/in.txt" 2>"$tmp/pub.err" &
+	pub=$!
+	for p in 1 3 128; do
+		$T "$CAT" -q -W -C three -p $p >"$tmp/out.$p" 2>>"$tmp/sub.err" &
+		s+=($!)
+	done
+	for i in "${s[@]}"; do wait "$i" || ok=1; done
+	wait $pub || ok=1
+	for p in 1 3 128; do cmp -s "$tmp/in.txt" "$tmp/out.$p" || ok=1; done
+	report $ok "-w 3: three subscribers (-p 1, 3, 128) each receive all 20000 lines" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	rm -f "$tmp"/out.* "$tmp/sub.err"
+}
+
+# -c 10 exits 0 after ten messages; its leaving releases the others.
+test_take() {
+	seq 1 100 >"$tmp/in.txt"
+	local pub prc a arc brc
+	$T "$CAT" -q -P take -w 2 <"$tmp/in.txt" 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C take -c 10 >"$tmp/a" 2>"$tmp/a.err" &
+	a=$!
+	$T "$CAT" -q -W -C take >"$tmp/b" 2>"$tmp/b.err"
+	brc=$?
+	wait $a
+	arc=$?
+	wait $pub
+	prc=$?
+	[ $arc -eq 0 ] && cmp -s "$tmp/a" <(seq 1 10) && [ ! -s "$tmp/a.err" ]
+	report $? "-c 10 writes ten messages and exits 0 (status $arc)" "$tmp/a.err"
+	[ $brc -eq 0 ] && [ $prc -eq 0 ] && cmp -s "$tmp/b" "$tmp/in.txt"
+	report $? "after -c 10 left, the other subscriber gets all 100 and the publisher completes" \
+		"$tmp/b.err" "$tmp/pub.err"
+}
+
+test_wait_stream() {
+	local sub t0 ms rc alive=1
+	$T "$CAT" -q -W -C late >"$tmp/out" 2>"$tmp/sub.err" &
+	sub=$!
+	sleep 0.5
+	kill -0 $sub 2>/dev/null && alive=0
+	printf 'x\ny\n' | $T "$CAT" -q -P late 2>"$tmp/pub.err"
+	wait $sub
+	rc=$?
+	[ $alive -eq 0 ] && [ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$(printf 'x\ny')" ]
+	report $? "-W waits for the stream to appear, then copies it (status $rc)" \
+		"$tmp/sub.err" "$tmp/pub.err"
+
+	t0=$(now_ms)
+	$T "$CAT" -C nosuch >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	ms=$(($(now_ms) - t0))
+	[ $rc -eq 1 ] && [ $ms -lt 3000 ] && one_line "$tmp/err" "stream 'nosuch'.*no such stream"
+	report $? "a missing stream exits 1 at once ($ms ms) with one line naming it" "$tmp/err"
+}
+
+# A publisher on a fifo, fed through fd 7 (children other than the
+# publisher must not hold fd 7, or the fifo never reaches EOF).
+start_fifo_publisher() {
+	rm -f "$tmp/fifo"
+	mkfifo "$tmp/fifo"
+	"$CAT" -q -P "$1" ${2:-} <"$tmp/fifo" 2>"$tmp/pub.err" &
+	fifo_pub=$!
+	bg_pids+=($fifo_pub)
+	exec 7>"$tmp/fifo"
+}
+
+# While stdin is idle the publisher still admits subscribers: B, arriving
+# between two inputs, gets the second one.
+# idle_case PUB_ARGS SUB_ARGS FIRST SECOND (printf formats)
+idle_case() {
+	local a b arc brc
+	start_fifo_publisher idle "$1"
+	$T "$CAT" -q -W -C idle $2 -c 2 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	printf "$3" >&7
+	await_output "$tmp/a"
+	$T "$CAT" -q -C idle $2 -c 1 >"$tmp/b" 2>"$tmp/b.err" 7>&- &
+	b=$!
+	sleep 0.5
+	printf "$4" >&7
+	wait $b
+	brc=$?
+	wait $a
+	arc=$?
+	exec 7>&-
+	wait $fifo_pub
+	[ $arc -eq 0 ] && [ $brc -eq 0 ] && [ "$(cat "$tmp/b")" = "$(printf "$4")" ]
+	report $? "a subscriber arriving while stdin is idle is admitted (${1:-lines}; A $arc, B $brc)" \
+		"$tmp/a.err" "$tmp/b.err" "$tmp/pub.err"
+}
+
+test_idle_input() {
+	idle_case "" "" 'one\n' 'two\n'
+	idle_case "-b 3" "-d \\n" 'one' 'two'
+}
+
+test_publisher_killed() {
+	local sub rc
+	start_fifo_publisher dead
+	$T "$CAT" -W -C dead >"$tmp/out" 2>"$tmp/err" 7>&- &
+	sub=$!
+	echo hello >&7
+	await_output "$tmp/out"
+	kill -9 $fifo_pub
+	wait $fifo_pub 2>/dev/null # no "Killed" notice
+	wait $sub
+	rc=$?
+	exec 7>&-
+	[ $rc -eq 1 ] && [ "$(cat "$tmp/out")" = hello ] &&
+		one_line "$tmp/err" "stream 'dead'.*publisher died"
+	report $? "a subscriber of a SIGKILLed publisher exits 1 with one line naming the stream (status $rc)" \
+		"$tmp/err"
+}
+
+test_publisher_terminated() {
+	local sub rc prc
+	start_fifo_publisher term
+	$T "$CAT" -W -C term >"$tmp/out" 2>"$tmp/err" 7>&- &
+	sub=$!
+	echo hello >&7
+	await_output "$tmp/out"
+	kill -TERM $fifo_pub
+	wait $fifo_pub
+	prc=$?
+	wait $sub
+	rc=$?
+	exec 7>&-
+	[ $prc -eq 143 ] && [ $rc -eq 1 ] && one_line "$tmp/err" "stream 'term'.*code $(errno_of ECANCELED).*interrupted"
+	report $? "SIGTERM ends the publisher by the signal ($prc) and fails the stream with ECANCELED (subscriber $rc)" \
+		"$tmp/err" "$tmp/pub.err"
+	"$CAT" -C term 2>"$tmp/err"
+	[ $? -eq 1 ] && grep -q "no such stream" "$tmp/err"
+	report $? "the interrupted publisher removed its stream" "$tmp/err"
+}
+
+errno_of() { python3 -c "import errno; print(errno.$1)" 2>/dev/null || echo '[0-9]*'; }
+
+# Our reader leaves: no noise, status 0, and the publisher is released.
+test_epipe() {
+	local pub rc prc
+	seq 1 200000 | "$CAT" -q -P pipe -w 1 2>"$tmp/pub.err" &
+	pub=$!
+	bg_pids+=($pub)
+	$T "$CAT" -W -C pipe 2>"$tmp/err" | head -1 >"$tmp/out"
+	rc=${PIPESTATUS[0]}
+	[ $rc -eq 0 ] && [ ! -s "$tmp/err" ] && [ "$(cat "$tmp/out")" = 1 ]
+	report $? "'crs-cat -C | head -1' exits 0 without a word on stderr (status $rc)" "$tmp/err"
+	# No subscriber left: the lockstep publisher holds; end it.
+	kill -TERM $pub
+	wait $pub
+	prc=$?
+	[ $prc -eq 143 ]
+	report $? "the held publisher ends on SIGTERM (status $prc)" "$tmp/pub.err"
+}
+
+test_too_long() {
+	local pub prc rc
+	head -c 10000 /dev/zero | tr '\0' a | $T "$CAT" -q -P long -m 4K -w 1 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C long >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	wait $pub
+	prc=$?
+	[ $rc -eq 1 ] && [ $prc -eq 1 ] &&
+		one_line "$tmp/err" "stream 'long'.*code $(errno_of EMSGSIZE)" &&
+		one_line "$tmp/pub.err" "stream 'long'.*line longer"
+	report $? "a line longer than -m fails the stream: both sides exit 1 (publisher $prc, consumer $rc)" \
+		"$tmp/pub.err" "$tmp/err"
+}
+
+test_duplicate_publisher() {
+	local rc
+	start_fifo_publisher dup
+	echo x >&7 # once a subscriber got it, the publisher surely is up
+	$T "$CAT" -q -W -C dup -c 1 >/dev/null 7>&-
+	"$CAT" -P dup </dev/null 2>"$tmp/err" 7>&-
+	rc=$?
+	exec 7>&-
+	wait $fifo_pub
+	[ $rc -eq 1 ] && one_line "$tmp/err" "stream 'dup'.*another publisher"
+	report $? "a second publisher of a live name exits 1 (status $rc)" "$tmp/err"
+}
+
+# A stopped subscriber: the publisher gives up after -t and still exits 0;
+# the subscriber, resumed, reads everything and the completion.
+test_consume_timeout() {
+	seq 1 1000 >"$tmp/in.txt"
+	local sub pub t0 ms prc rc
+	rm -f "$tmp/fifo"
+	mkfifo "$tmp/fifo"
+	$T "$CAT" -q -P slow -t 0.5 <"$tmp/fifo" 2>"$tmp/pub.err" &
+	pub=$!
+	exec 7>"$tmp/fifo"
+	"$CAT" -q -W -C slow -p 5000 >"$tmp/out" 2>"$tmp/err" 7>&- &
+	sub=$!
+	bg_pids+=($sub)
+	sleep 0.3
+	kill -STOP $sub
+	cat "$tmp/in.txt" >&7
+	exec 7>&-
+	t0=$(now_ms)
+	wait $pub
+	prc=$?
+	ms=$(($(now_ms) - t0))
+	kill -CONT $sub
+	wait $sub
+	rc=$?
+	[ $prc -eq 0 ] && [ $ms -ge 400 ] && one_line "$tmp/pub.err" "1 subscriber had not consumed"
+	report $? "-t 0.5: the publisher waits for a stopped subscriber, warns, exits 0 ($ms ms, status $prc)" \
+		"$tmp/pub.err"
+	[ $rc -eq 0 ] && cmp -s "$tmp/in.txt" "$tmp/out"
+	report $? "the resumed subscriber still reads everything and the completion (status $rc)" "$tmp/err"
+}
+
+test_usage() {
+	local args rc bad=0
+	while IFS= read -r args; do
+		eval "set -- $args"
+		"$CAT" "$@" >/dev/null 2>"$tmp/err"
+		rc=$?
+		if [ $rc -ne 2 ] || ! grep -q "crs-cat -h" "$tmp/err"; then
+			echo "       | crs-cat $args: status $rc"
+			bad=1
+		fi
+	done <<'EOF'
+
+-P
+-P a -C b
+-P a -P b
+-C x -w 1
+-P x -c 1
+-P x -p 4
+-C 'a/b'
+-C .hidden
+-P x -b
+-P x -b 0
+-P x -b -4
+-P x -r 3000
+-P x -r 1M -m 512K
+-P x -m 64K -b 128K
+-C x -p 0
+-C x -c 0
+-C x -c many
+-P x -w 65
+-P x -t -1
+-P x -d ab
+-P x -d '\q'
+-P x -d , -b 4K
+-Z
+-C x extra
+EOF
+	report $bad "usage errors exit 2 with a hint"
+	"$CAT" -h >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ $rc -eq 0 ] && grep -q "^usage: crs-cat -P NAME" "$tmp/out" && [ ! -s "$tmp/err" ]
+	report $? "-h prints the usage on stdout and exits 0"
+}
+
+test_usage
+test_delimiters
+test_no_subscriber
+test_binary_100m
+test_lines_1m
+test_three_subscribers
+test_take
+test_wait_stream
+test_idle_input
+test_publisher_killed
+test_publisher_terminated
+test_epipe
+test_too_long
+test_duplicate_publisher
+test_consume_timeout
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
