@@ -376,6 +376,9 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 		put_header(pub, pub->pos,
 			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
 		pub->pos += pad;
+		/* The padding counts as committed even if this claim is then
+		 * aborted: readers must be able to step over it. */
+		crs_store_release(&pub->hdr->stats.position, pub->pos);
 	}
 	pub->claim_pos = pub->pos;
 	pub->claim_len = len;

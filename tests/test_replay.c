@@ -574,6 +574,39 @@ static void test_overflow_block(void **state)
 	crs_pub_close(pub);
 }
 
+/* A claim that had to pad to the ring's end and was then aborted: the
+ * padding is committed, and a subscriber steps over it to the end. */
+static void test_abort_after_padding(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "padabort");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = 4096;
+	crs_pub *pub = make_pub(name, &o);
+	struct reader r = { .name = name, .prefetch = 16 };
+	int chan;
+	pid_t pid = start_reader(pub, &r, &chan);
+	uint8_t big[1024] = { 0 };
+	for (uint64_t v = 1; v <= 3; v++) {
+		memcpy(big, &v, sizeof(v));
+		assert_int_equal(crs_pub_offer(pub, big, sizeof(big)), 0);
+	}
+	struct seen s = { 0 };
+	collect(pub, chan, &s, 3, 10000); /* consumed: room for the pad */
+	void *buf;
+	assert_int_equal(crs_pub_claim(pub, sizeof(big), &buf), 0);
+	crs_pub_abort(pub);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	collect(pub, chan, &s, 100, 10000);
+	expect_values(&s, 1, 3);
+	assert_true(s.ended);
+	assert_int_equal(s.code, 0);
+	finish_reader(pub, pid, chan);
+	crs_pub_close(pub);
+}
+
 int main(void)
 {
 	tu_init();
@@ -595,6 +628,7 @@ int main(void)
 		TU_TEST(test_overflow_latest),
 		TU_TEST(test_overflow_error),
 		TU_TEST(test_overflow_block),
+		TU_TEST(test_abort_after_padding),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
