@@ -26,8 +26,14 @@ static int count_fds(void)
 	return n - 1; /* the DIR's own fd */
 }
 
+/* Mappings of this process. AddressSanitizer maps memory of its own as
+ * it goes, so there the count says nothing (LeakSanitizer checks the
+ * heap instead) and this returns 0. */
 static int count_maps(void)
 {
+#if defined(__SANITIZE_ADDRESS__)
+	return 0;
+#endif
 	FILE *f = fopen("/proc/self/maps", "r");
 	int n = 0, c;
 	while (f && (c = fgetc(f)) != EOF)
@@ -37,13 +43,14 @@ static int count_maps(void)
 	return n;
 }
 
-static int dir_entries(void)
+/* Entries of the runtime directory whose names start with prefix. */
+static int dir_entries(const char *prefix)
 {
 	int n = 0;
 	DIR *d = opendir(tu_dir());
 	struct dirent *e;
 	while (d && (e = readdir(d)))
-		n += e->d_name[0] != '.';
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
 	if (d)
 		closedir(d);
 	return n;
@@ -65,7 +72,7 @@ static void test_publisher_cycles(void **state)
 	}
 	assert_int_equal(count_fds(), fds);
 	assert_int_equal(count_maps(), maps);
-	assert_int_equal(dir_entries(), 0);
+	assert_int_equal(dir_entries(name), 0);
 }
 
 /* A subscriber process: open, read one message, close; CYCLES times.
@@ -120,7 +127,7 @@ static void test_subscriber_cycles(void **state)
 	assert_int_equal(count_maps(), maps);
 	close(chan);
 	crs_pub_close(pub);
-	assert_int_equal(dir_entries(), 0);
+	assert_int_equal(dir_entries(name), 0);
 }
 
 static int create_and_die(void *arg, int chan)
@@ -145,11 +152,11 @@ static void test_stale_leftovers_reclaimed(void **state)
 	assert_int_equal(crs_pub_create(name, NULL, &pub), -EEXIST);
 	tu_kill(pid);
 	close(chan);
-	assert_int_equal(dir_entries(), 2); /* its socket and lock file */
+	assert_int_equal(dir_entries(name), 2); /* its socket and lock */
 	assert_int_equal(crs_pub_create(name, NULL, &pub), 0);
-	assert_int_equal(dir_entries(), 2); /* reclaimed, not doubled */
+	assert_int_equal(dir_entries(name), 2); /* reclaimed, not doubled */
 	crs_pub_close(pub);
-	assert_int_equal(dir_entries(), 0);
+	assert_int_equal(dir_entries(name), 0);
 }
 
 int main(void)
