@@ -13,7 +13,8 @@
  *     joined to the end, exactly once;
  *   - the stream name can be taken again at once by a new publisher.
  *
- *   crs-fault [--rounds N] [--seed S] [--faults-min F] [--json]
+ *   crs-fault [--rounds N] [--seed S] [--faults-min F] [--max-faults M]
+ *             [--json]
  *
  * Prints one summary line (and JSON with --json); exits 1 on any hang or
  * violation.
@@ -42,6 +43,7 @@ enum { SUB_COMPLETED = 0, SUB_PUBLISHER_GONE = 10, SUB_VIOLATION = 20,
        SUB_ERROR = 30 };
 
 static uint64_t rng_state;
+static int max_faults = 3; /* per round */
 static uint64_t rnd(uint64_t n)
 {
 	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -186,7 +188,7 @@ static void one_round(struct stats *st, int round)
 		pids[i] = spawn(subscriber, name);
 		alive[i] = 1;
 	}
-	int faults = (int)rnd(4);
+	int faults = (int)rnd((uint64_t)max_faults + 1);
 	for (int f = 0; f < faults; f++) {
 		struct timespec ts = { 0, (long)rnd(30) * 1000000 };
 		nanosleep(&ts, NULL);
@@ -291,6 +293,7 @@ int main(int argc, char **argv)
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "faults-min", required_argument, NULL, 'f' },
+		{ "max-faults", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -309,9 +312,13 @@ int main(int argc, char **argv)
 		case 'j':
 			json = 1;
 			break;
+		case 'm':
+			max_faults = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: crs-fault [--rounds N] [--seed S] "
-					"[--faults-min F] [--json]\n");
+					"[--faults-min F] [--max-faults M] "
+					"[--json]\n");
 			return 2;
 		}
 	}
