@@ -141,6 +141,8 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	crs_hs_hello_init(&hello, role, name);
 	if (!err)
 		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
+	if (err == -EPIPE)
+		err = -ECONNRESET; /* the publisher went away meanwhile */
 	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
 	int fds[2] = { -1, -1 };
 	if (!err)

@@ -270,9 +270,10 @@ void crs_pub_close(crs_pub *pub);
 /* Subscribe to stream `name`. opts may be NULL. The subscription starts
  * with the next message the publisher publishes (in replay mode: with
  * the oldest retained one). Returns 0, -ENOENT (no such stream, or only
- * the leftovers of a dead publisher), -ETIMEDOUT, -EACCES/-EPERM
- * (refused), -EUSERS (the publisher has no free slot), -CRS_EVERSION,
- * -EINVAL or another -errno. */
+ * the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET (the
+ * publisher went away during the handshake), -EACCES/-EPERM (refused),
+ * -EUSERS (the publisher has no free slot), -CRS_EVERSION, -EINVAL or
+ * another -errno. */
 int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		 crs_sub **out);
 
