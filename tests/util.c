@@ -167,10 +167,10 @@ pid_t tu_spawn_engine(tu_child_fn fn, void *arg, int *chan, int timeout_s,
 		if (getppid() != parent)
 			_exit(TU_CHILD_FAIL);
 		alarm((unsigned)timeout_s);
+		/* Otherwise inherit: a run with CRS_NO_URING=1 (the nouring
+		 * suite) keeps every process on the fallback engine. */
 		if (no_uring)
 			setenv("CRS_NO_URING", "1", 1);
-		else
-			unsetenv("CRS_NO_URING");
 		if (chan)
 			close(sv[0]);
 		int rc = fn(arg, chan ? sv[1] : -1);

@@ -68,7 +68,8 @@ int tu_serve_wait_child(crs_pub *pub, pid_t pid, int timeout_ms);
 void tu_kill(pid_t pid);
 
 /* Same as tu_spawn with engine selection for the child's waits: if
- * no_uring, the child sets CRS_NO_URING=1 (poll/futex fallback). */
+ * no_uring, the child sets CRS_NO_URING=1 (poll/futex fallback);
+ * otherwise it inherits the parent's environment. */
 pid_t tu_spawn_engine(tu_child_fn fn, void *arg, int *chan, int timeout_s,
 		      int no_uring);
 
