@@ -110,6 +110,12 @@ static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 		      const char *message)
 {
 	pub->claimed = 0;
+	if (pub->latest_held) { /* LATEST: never sent in this epoch */
+		pub->latest_held = 0;
+		crs_store_relaxed(&pub->hdr->stats.dropped,
+				  crs_load_relaxed(&pub->hdr->stats.dropped) +
+					  1);
+	}
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
 		if (!s->used || s->epoch != pub->epoch ||

@@ -218,13 +218,14 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 /* Holding the stream back (no demand left in lockstep, or unread
  * messages) and silent for longer than the untethered timeout? */
 static int untethered(const struct crs_pub *pub, struct pub_slot *s,
-		      uint64_t limit, int moved)
+		      int holding, int moved)
 {
-	int holding = s->consumed < pub->pos ||
-		      (pub->mode == CRS_MODE_PUBLISH && limit <= pub->seq);
 	int64_t now = ipc_now_ns();
-	if (moved || !holding) {
-		s->moved_ns = now; /* the clock runs while it holds back */
+	/* The clock starts when we first see it holding back without
+	 * moving, and runs only while that stays so. */
+	if (moved || !holding || !s->holding) {
+		s->moved_ns = now;
+		s->holding = holding;
 		return 0;
 	}
 	return now - s->moved_ns > pub->untethered_ns;
@@ -261,15 +262,23 @@ static void pub_recompute(struct crs_pub *pub)
 		s->consumed_seq = crs_load_relaxed(&c->consumed_seq);
 		if (s->end_pos != UINT64_MAX) {
 			/* Its epoch ended: it holds back only the ring space
-			 * it has yet to read. */
-			if (cons < s->end_pos && cons + pub->ring_size < room)
+			 * it has yet to read, and may be evicted for that. */
+			int unread = cons < s->end_pos;
+			if (pub->untethered_ns &&
+			    untethered(pub, s, unread, moved)) {
+				pub_drop_slot(pub, i, ETIMEDOUT);
+				continue;
+			}
+			if (unread && cons + pub->ring_size < room)
 				room = cons + pub->ring_size;
 			continue;
 		}
 		if (s->epoch != pub->epoch || pub->state != PUB_CONNECTED)
 			continue; /* waits for the next epoch */
 		uint64_t limit = crs_credit_limit(s->join_seq, req);
-		if (pub->untethered_ns && untethered(pub, s, limit, moved)) {
+		int holding = cons < pub->pos || (pub->mode == CRS_MODE_PUBLISH &&
+						  limit <= pub->seq);
+		if (pub->untethered_ns && untethered(pub, s, holding, moved)) {
 			pub_drop_slot(pub, i, ETIMEDOUT);
 			continue;
 		}
@@ -474,6 +483,10 @@ void pub_flush_latest(struct crs_pub *pub)
 
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 {
+	if (len > pub->max_message)
+		return -EMSGSIZE;
+	if (pub->state != PUB_CONNECTED)
+		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
 	pub_flush_latest(pub);
 	int err = pub->latest_held ? -CRS_ENODEMAND
 				   : publish_copy(pub, data, len);

@@ -34,7 +34,9 @@ struct pub_slot {
 	uint64_t epoch;	       /* the connection epoch it belongs to */
 	uint64_t end_pos;      /* where its epoch ended for it; UINT64_MAX
 				  while the epoch runs */
-	int64_t moved_ns;      /* when it last requested or consumed */
+	int64_t moved_ns;      /* when it last requested or consumed, or
+				  began to hold the stream back */
+	int holding;	       /* held the stream back at the last look */
 };
 
 /* Publisher states: unconnected (before connect, after disconnect),

@@ -102,9 +102,28 @@ static int frame_committed(const struct crs_sub *sub)
 			       sub->max_message, &len) != CRS_FRAME_NONE;
 }
 
+/* Step over committed padding frames at pos (they need no demand). */
+static void skip_padding(struct crs_sub *sub)
+{
+	for (;;) {
+		uint64_t len;
+		const _Atomic uint64_t *h =
+			(const _Atomic uint64_t *)(sub->ring +
+						   (sub->pos &
+						    (sub->ring_size - 1)));
+		/* Pairs with the release store in put_header(). */
+		if (crs_frame_check(crs_load_acquire(h), sub->pos,
+				    sub->ring_size, sub->max_message,
+				    &len) != CRS_FRAME_PADDING)
+			return;
+		sub->pos += len;
+	}
+}
+
 /* Nothing committed at pos: see whether the stream ended here. */
 static int sub_idle(struct crs_sub *sub)
 {
+	skip_padding(sub); /* a terminal may lie just past it */
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
 	struct crs_terminal_view t;
@@ -138,9 +157,14 @@ static int sub_idle(struct crs_sub *sub)
 	/* A dead publisher's committed messages stay readable in our
 	 * mapping: deliver them (as demand allows), then its terminal
 	 * record if it wrote one, and EPIPE only after that. */
-	if (sub->pub_dead && !frame_committed(sub)) {
-		sub_end(sub, EPIPE, "publisher died");
-		return -CRS_EEND;
+	if (sub->pub_dead) {
+		if (!frame_committed(sub)) {
+			sub_end(sub, EPIPE, "publisher died");
+			return -CRS_EEND;
+		}
+		/* It may have died between a header and its position word:
+		 * from now on the headers alone say what is committed. */
+		sub->known_end = UINT64_MAX;
 	}
 	return 0;
 }
@@ -151,7 +175,12 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
 	if (__builtin_expect(sub->ended, 0))
 		return -CRS_EEND;
-	if (__builtin_expect(sub->received >= sub->requested, 0))
+	/* Evicted: the publisher no longer protects what we have not read,
+	 * so stop at once (a line only the publisher writes, once). */
+	if (__builtin_expect(sub->received >= sub->requested ||
+				     crs_load_relaxed(&sub->ctl->term.state) ==
+					     CRS_TERM_EVICTED,
+			     0))
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->known_end) {

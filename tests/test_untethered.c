@@ -94,12 +94,44 @@ static void test_default_never_evicts(void **state)
 	run(0);
 }
 
+/* A healthy subscriber is never evicted, however long the publisher
+ * stays quiet between messages: the clock only runs while it holds the
+ * stream back without moving. */
+static void test_quiet_publisher_keeps_healthy_subscriber(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "quiet");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.untethered_ms = 100;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	struct sub_args reader = { .prefetch = 16, .expect_code = 0,
+				   .expect_count = 5 };
+	strcpy(reader.name, name);
+	int chan;
+	pid_t pid = tu_spawn(subscriber, &reader, &chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	for (uint64_t seq = 0; seq < 5; seq++) {
+		assert_int_equal(tu_pub_send(pub, seq, 64, 10000), 0);
+		assert_int_equal(crs_pub_wait_consumed(pub, 10000), 0);
+		tu_sleep_ms(250); /* longer than untethered_ms */
+	}
+	assert_int_equal(crs_pub_subscribers(pub), 1);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
 int main(void)
 {
 	tu_init();
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_evicts_idle_subscriber),
 		TU_TEST(test_default_never_evicts),
+		TU_TEST(test_quiet_publisher_keeps_healthy_subscriber),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
