@@ -108,7 +108,10 @@ static int map_segments(struct crs_attach *a)
 	if (err)
 		return err;
 	a->hdr = map;
-	err = check_layout(&a->hdr->seg, a->data_size);
+	/* Check a copy and use only the copy: the publisher can still write
+	 * the original after we looked. */
+	memcpy(&a->seg, &a->hdr->seg, sizeof(a->seg));
+	err = check_layout(&a->seg, a->data_size);
 	if (err || a->ctl_fd < 0)
 		return err;
 	err = ipc_map(a->ctl_fd, CRS_CTL_SIZE, 1, &map);

@@ -17,6 +17,8 @@ struct crs_attach {
 	int ctl_fd;   /* -1 for inspectors */
 	uint64_t data_size;
 	const struct crs_data_header *hdr; /* read-only mapping */
+	struct crs_seg_header seg;	   /* checked copy of hdr->seg: use
+					      this, the mapping may change */
 	struct crs_ctl *ctl;		   /* NULL for inspectors */
 	struct crs_hs_welcome welcome;
 };

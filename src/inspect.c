@@ -39,7 +39,7 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 		return err;
 	}
 	strlcpy(in->name, name, sizeof(in->name));
-	in->pidfd = ipc_pidfd_open(in->at.hdr->seg.pub_pid);
+	in->pidfd = ipc_pidfd_open(in->at.seg.pub_pid);
 	/* The publisher answered, so it lives; the socket is done. */
 	ipc_close(in->at.sock);
 	in->at.sock = -1;
@@ -67,10 +67,10 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	const struct crs_pub_stats *st = &h->stats;
 	memset(f, 0, sizeof(*f));
 	strlcpy(f->name, in->name, sizeof(f->name));
-	f->pub_pid = h->seg.pub_pid;
-	f->mode = h->seg.mode;
-	f->ring_size = h->seg.ring_size;
-	f->max_message = h->seg.max_message;
+	f->pub_pid = in->at.seg.pub_pid; /* the checked copy */
+	f->mode = in->at.seg.mode;
+	f->ring_size = in->at.seg.ring_size;
+	f->max_message = in->at.seg.max_message;
 	f->subscribers = crs_load_relaxed(&st->subscribers);
 	f->published = crs_load_relaxed(&st->published);
 	f->bytes = crs_load_relaxed(&st->bytes);
@@ -128,7 +128,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 	const struct crs_data_header *h = in->at.hdr;
 	uint64_t position = crs_load_relaxed(&h->stats.position);
 	uint64_t min_consumed = position;
-	uint32_t nslots = h->seg.max_subscribers;
+	uint32_t nslots = in->at.seg.max_subscribers;
 	int n = 0;
 	if (nslots > CRS_MAX_SUBSCRIBERS)
 		nslots = CRS_MAX_SUBSCRIBERS;

@@ -45,6 +45,7 @@ struct loop_entry {
 	int announce; /* call on_ready at the next dispatch */
 	int serve;    /* control fd fired */
 	uint32_t seen_gen;
+	uint32_t armed_gen; /* slot_gen when its waits were last armed */
 	uint32_t seen_progress[CRS_MAX_SUBSCRIBERS];
 	/* L_FD */
 	int fd;
@@ -154,7 +155,8 @@ int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
 					  .pub = pub,
 					  .on_ready = on_ready,
 					  .announce = 1,
-					  .serve = 1 };
+					  .serve = 1,
+					  .armed_gen = UINT32_MAX };
 	return 0;
 }
 
@@ -247,7 +249,7 @@ static void arm_pub(struct crs_loop *loop, int i)
 {
 	struct loop_entry *e = &loop->e[i];
 	pub_arm(e->pub, loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
-		e->seen_progress);
+		e->seen_progress, &e->armed_gen);
 }
 
 /* ---- subscribers and fds ---------------------------------------------- */
@@ -375,14 +377,55 @@ static void note_fired(struct crs_loop *loop, int n)
 	}
 }
 
+/* Subscribers of a registered publisher changed since its waits were
+ * armed (outside the loop, too): their words may be unmapped. Disarm
+ * them before anything waits or looks at armed words. */
+static void forget_stale(struct crs_loop *loop)
+{
+	for (int i = 0; i < loop->n; i++) {
+		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_PUB && e->armed_gen != e->pub->slot_gen) {
+			pub_forget_slots(loop->ws, (uint64_t)i * KEYS_PER_ENTRY);
+			e->armed_gen = UINT32_MAX;
+		}
+	}
+}
+
+/* Sleep while announced (arm_all done, no work seen). If some publisher
+ * skips its commit fence, the first sleep is a short nap; if it runs out
+ * empty, membarrier() (pairing with those publishers' compiler fences,
+ * as in sub_park) and one more look, all under the same announcement,
+ * come before the long sleep. Returns what ipc_waitset_wait returned. */
+static int sleep_announced(struct crs_loop *loop, int fenced, int64_t now,
+			   int64_t deadline)
+{
+	int64_t nap = FIRST_NAP_NS;
+	for (;;) {
+		int64_t until = deadline;
+		if (!fenced && now + nap < deadline)
+			until = now + nap;
+		int n = ipc_waitset_wait(loop->ws, until, loop->fired,
+					 MAX_FIRED);
+		if (n != 0 || until == deadline)
+			return n;
+		if (ipc_membarrier() == 0)
+			fenced = 1;
+		else if (nap < 100 * FIRST_NAP_NS)
+			nap *= 2;
+		if (have_work(loop))
+			return 0;
+		now = ipc_now_ns();
+	}
+}
+
 int crs_loop_run(crs_loop *loop, int timeout_ms)
 {
 	if (loop->running)
 		return -EBUSY;
 	loop->running = 1;
 	int64_t deadline = ipc_deadline(timeout_ms);
-	int64_t nap = FIRST_NAP_NS;
-	int total = 0, long_sleep = 0;
+	int total = 0;
+	forget_stale(loop);
 	int n = ipc_waitset_wait(loop->ws, 0, loop->fired, MAX_FIRED);
 	for (;;) {
 		if (n < 0) {
@@ -395,22 +438,12 @@ int crs_loop_run(crs_loop *loop, int timeout_ms)
 		int64_t now = ipc_now_ns();
 		if (total || now >= deadline)
 			break;
-		long_sleep |= arm_all(loop);
+		int fenced = arm_all(loop);
 		if (have_work(loop)) {
 			n = 0;
 			continue;
 		}
-		int64_t until = deadline;
-		if (!long_sleep && now + nap < deadline)
-			until = now + nap;
-		n = ipc_waitset_wait(loop->ws, until, loop->fired, MAX_FIRED);
-		if (n == 0 && until != deadline) {
-			/* Same two-step sleep as sub_park() in sub.c. */
-			if (ipc_membarrier() == 0)
-				long_sleep = 1;
-			else if (nap < 100 * FIRST_NAP_NS)
-				nap *= 2;
-		}
+		n = sleep_announced(loop, fenced, now, deadline);
 	}
 	unpark_all(loop);
 	if (loop->fd_mode && total >= 0) {

@@ -192,6 +192,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	for (int i = 0; i < PUB_MAX_PENDING; i++)
 		pub->pending[i].fd = -1;
 	pub->until_serve = PUB_SERVE_EVERY;
+	pub->ws_gen = UINT32_MAX;
 	err = pub_setup(pub, name, &o);
 	if (err) {
 		int owned = pub->lock_fd >= 0;
@@ -550,9 +551,22 @@ int crs_pub_subscribers(const crs_pub *pub)
 	return pub->nactive;
 }
 
-void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
-	     const uint32_t *progress)
+void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
 {
+	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++)
+		ipc_waitset_forget(ws, base + 1 + s);
+}
+
+void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
+	     const uint32_t *progress, uint32_t *armed_gen)
+{
+	/* A slot that was dropped and refilled may sit at the same address
+	 * with the same value, but it is another memfd: never keep a wait
+	 * armed across a change of subscribers. */
+	if (*armed_gen != pub->slot_gen) {
+		pub_forget_slots(ws, base);
+		*armed_gen = pub->slot_gen;
+	}
 	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
 	ipc_waitset_poll(ws, base, pub->ep, POLLIN);
 	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
@@ -585,7 +599,7 @@ static int pub_park(struct crs_pub *pub,
 	uint32_t progress[CRS_MAX_SUBSCRIBERS];
 	uint32_t gen = pub->slot_gen;
 	pub_progress(pub, progress);
-	pub_arm(pub, pub->ws, 0, progress);
+	pub_arm(pub, pub->ws, 0, progress, &pub->ws_gen);
 	crs_fence_full(); /* pairs with the fence in sub_publish() */
 	int r = ready(pub, arg);
 	if (!r && gen == pub->slot_gen) {

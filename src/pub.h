@@ -97,6 +97,7 @@ struct crs_pub {
 	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* slots in use, nactive of them */
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
 	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */
+	uint32_t ws_gen;	/* slot_gen when ws was last armed */
 	struct crs_paths paths;
 	struct pub_slot slots[CRS_MAX_SUBSCRIBERS];
 	struct pub_pending pending[PUB_MAX_PENDING];
@@ -132,7 +133,9 @@ void pub_flush_latest(struct crs_pub *pub);
  * expected at progress[slot]) and announce pub_parked; the caller fences
  * and re-checks before waiting, and clears pub_parked after. */
 void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
-	     const uint32_t *progress);
+	     const uint32_t *progress, uint32_t *armed_gen);
+/* Disarm the progress words of every slot (keys base+1 ...). */
+void pub_forget_slots(struct ipc_waitset *ws, uint64_t base);
 /* Current progress word of every slot (0 for unused slots). */
 void pub_progress(const struct crs_pub *pub, uint32_t *progress);
 

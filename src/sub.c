@@ -448,7 +448,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		sub_free(sub);
 		return err;
 	}
-	const struct crs_seg_header *h = &sub->at.hdr->seg;
+	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
 	sub->hdr = sub->at.hdr;
 	sub->ctl = sub->at.ctl;
 	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;

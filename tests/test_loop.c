@@ -401,6 +401,79 @@ static void test_publisher_in_loop_poll(void **state)
 	publisher_in_loop(1);
 }
 
+/* A subscriber that never requests, until it is killed. */
+static int idle_holder(void *arg, int chan)
+{
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(arg, 0, &sub), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	for (;;)
+		pause();
+}
+
+/* A subscriber that requests 5 a while after joining and reads them. */
+static int late_requester(void *arg, int chan)
+{
+	(void)chan;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(arg, 0, &sub), 0);
+	tu_sleep_ms(300);
+	CHECK_EQ(crs_sub_request(sub, 5), 0);
+	struct crs_msg m;
+	for (uint64_t n = 0; n < 5; n++) {
+		CHECK_EQ(tu_sub_next(sub, &m, 10000), 1);
+		CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+	}
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* A subscriber slot dropped and refilled while the loop sleeps: the new
+ * subscriber's control words may sit at the old address with the old
+ * values, yet the loop must wake for the new one (and, on the poll
+ * engine, never touch the old, unmapped words). With the waits of the
+ * old slot kept armed, this loop would sleep forever. */
+static void slot_reuse(int no_uring)
+{
+	char name[64];
+	tu_name(name, sizeof(name), "reuse");
+	crs_loop *loop = new_loop(no_uring);
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, NULL, &pub), 0);
+	struct feeder f = { .total = 5 };
+	assert_int_equal(crs_loop_add_pub(loop, pub, feed, &f), 0);
+	int chan;
+	pid_t a = tu_spawn_engine(idle_holder, name, &chan, 60, no_uring);
+	int64_t deadline = tu_now_ms() + 10000;
+	while (crs_pub_subscribers(pub) < 1 && tu_now_ms() < deadline)
+		crs_loop_run(loop, 50);
+	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
+	for (int i = 0; i < 3; i++) /* sleep armed on A's words */
+		crs_loop_run(loop, 20);
+	tu_kill(a);
+	close(chan);
+	pid_t b = tu_spawn_engine(late_requester, name, NULL, 60, no_uring);
+	tu_sleep_ms(100); /* A's hangup and B's hello wait together */
+	while (f.sent < f.total)
+		assert_true(crs_loop_run(loop, -1) >= 0);
+	assert_int_equal(tu_serve_wait_child(pub, b, 20000), 0);
+	crs_loop_remove_pub(loop, pub);
+	crs_pub_close(pub);
+	crs_loop_free(loop);
+}
+
+static void test_slot_reuse(void **state)
+{
+	(void)state;
+	slot_reuse(0);
+}
+
+static void test_slot_reuse_poll(void **state)
+{
+	(void)state;
+	slot_reuse(1);
+}
+
 int main(void)
 {
 	tu_init();
@@ -414,6 +487,8 @@ int main(void)
 		TU_TEST(test_epoll_embedding),
 		TU_TEST(test_publisher_in_loop),
 		TU_TEST(test_publisher_in_loop_poll),
+		TU_TEST(test_slot_reuse),
+		TU_TEST(test_slot_reuse_poll),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
