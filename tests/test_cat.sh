@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # test_cat.sh - crs-cat end to end, publisher and subscribers as separate
 # processes: 100 MiB of random bytes in -b mode and a million lines in line
-# mode compared byte for byte, delimiters, several subscribers in lockstep,
-# -c, -W, -t, EPIPE on stdout, signals, and the exit codes (2 for usage
-# errors, 1 for stream errors with one line naming the stream).
+# mode compared byte for byte, delimiters, small wrapping rings, several
+# subscribers in lockstep, a publisher holding input for a late subscriber
+# and admitting subscribers while stdin is idle, -c, -W, -t, EPIPE on
+# stdout, signals, and the exit codes (2 for usage errors, 1 for stream
+# errors with one line naming the stream); replay streams (-R,
+# --replay-bytes, --replay-age) and late subscribers, -a (autoConnect),
+# --overflow drop|error|latest and --on-disconnect. Each run has its own
+# CRS_DIR. No assertion depends on timing.
 #
 # usage: test_cat.sh CRS_CAT        (prints "N passed, N failed")
 set -u
@@ -44,6 +49,16 @@ one_line() { [ "$(wc -l <"$1")" -eq 1 ] && grep -q -- "$2" "$1"; }
 await_output() {
 	local i
 	for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+# Wait up to 10 s for FILE to hold at least N lines.
+await_lines() {
+	local i
+	for i in $(seq 200); do
+		[ -s "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
 	return 1
 }
 
@@ -140,6 +155,25 @@ test_no_subscriber() {
 	report $? "empty input with no subscriber completes at once (lines $rc1, -b $rc2)"
 }
 
+# Small rings: chunks as large as the ring allows (a quarter), so frames
+# wrap with padding; the input an exact multiple of the chunk, so the
+# last claim (at end of input) wraps and is then given up.
+test_small_ring() {
+	local n pub prc rc
+	for n in 3 7 16; do
+		head -c $((n * 1024)) /dev/urandom >"$tmp/in.bin"
+		timeout -k 1 10 "$CAT" -q -P wrap -w 1 -t 2 -r 4K -b 1K <"$tmp/in.bin" 2>"$tmp/pub.err" &
+		pub=$!
+		timeout -k 1 10 "$CAT" -q -W -C wrap -b >"$tmp/out.bin" 2>"$tmp/sub.err"
+		rc=$?
+		wait $pub
+		prc=$?
+		[ $rc -eq 0 ] && [ $prc -eq 0 ] && [ ! -s "$tmp/pub.err" ] && cmp -s "$tmp/in.bin" "$tmp/out.bin"
+		report $? "-r 4K -b 1K, $n KiB of input: everything, then the end (publisher $prc, consumer $rc)" \
+			"$tmp/pub.err" "$tmp/sub.err"
+	done
+}
+
 # Lockstep: three subscribers with different prefetches all get it all.
 test_three_subscribers() {
 	seq 1 20000 >"$tmp/in.txt"
@@ -201,11 +235,13 @@ test_wait_stream() {
 }
 
 # A publisher on a fifo, fed through fd 7 (children other than the
-# publisher must not hold fd 7, or the fifo never reaches EOF).
+# publisher must not hold fd 7, or the fifo never reaches EOF). The
+# output files of earlier tests are removed, so that await_output never
+# sees them. start_fifo_publisher NAME [ARGS [QUIET, default -q]]
 start_fifo_publisher() {
-	rm -f "$tmp/fifo"
+	rm -f "$tmp/fifo" "$tmp/a" "$tmp/b" "$tmp/out"
 	mkfifo "$tmp/fifo"
-	"$CAT" -q -P "$1" ${2:-} <"$tmp/fifo" 2>"$tmp/pub.err" &
+	"$CAT" ${3--q} -P "$1" ${2:-} <"$tmp/fifo" 2>"$tmp/pub.err" &
 	fifo_pub=$!
 	bg_pids+=($fifo_pub)
 	exec 7>"$tmp/fifo"
@@ -272,8 +308,8 @@ test_publisher_terminated() {
 	wait $sub
 	rc=$?
 	exec 7>&-
-	[ $prc -eq 143 ] && [ $rc -eq 1 ] && one_line "$tmp/err" "stream 'term'.*code $(errno_of ECANCELED).*interrupted"
-	report $? "SIGTERM ends the publisher by the signal ($prc) and fails the stream with ECANCELED (subscriber $rc)" \
+	[ $prc -eq 143 ] && [ $rc -eq 1 ] && one_line "$tmp/err" "stream 'term'.*code $(errno_of ECANCELED).*disconnected"
+	report $? "SIGTERM ends the publisher by the signal ($prc) and disconnects the stream: ECANCELED by default (subscriber $rc)" \
 		"$tmp/err" "$tmp/pub.err"
 	"$CAT" -C term 2>"$tmp/err"
 	[ $? -eq 1 ] && grep -q "no such stream" "$tmp/err"
@@ -359,6 +395,215 @@ test_consume_timeout() {
 	report $? "the resumed subscriber still reads everything and the completion (status $rc)" "$tmp/err"
 }
 
+# Replay: A (-c 20; -w 1 makes sure it sees them all) proves that lines
+# 1..20 went out; B, arriving later, first gets what the stream
+# retained, then the live lines 21..25.
+# replay_case NAME PUB_ARGS WANT_RETAINED (a printf format) [FMT]: the
+# input lines are printf FMT (default %d) of 1..25.
+replay_case() {
+	local name=$1 fmt=${4:-%d} a b arc brc prc
+	start_fifo_publisher "$name" "-w 1 $2"
+	$T "$CAT" -q -W -C "$name" -c 20 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	printf "$fmt\n" $(seq 1 20) >&7
+	wait $a
+	arc=$?
+	$T "$CAT" -q -C "$name" >"$tmp/b" 2>"$tmp/b.err" 7>&- &
+	b=$!
+	printf "$3" >"$tmp/want"
+	await_lines "$tmp/b" "$(wc -l <"$tmp/want")"
+	printf "$fmt\n" $(seq 21 25) >&7
+	exec 7>&-
+	wait $b
+	brc=$?
+	wait $fifo_pub
+	prc=$?
+	printf "$fmt\n" $(seq 21 25) >>"$tmp/want"
+	[ $arc -eq 0 ] && [ $brc -eq 0 ] && [ $prc -eq 0 ] && cmp -s "$tmp/want" "$tmp/b"
+	report $? "$2: a late subscriber gets the retained $(printf "$3" | head -1)..$(printf "$3" | tail -1), then the live lines (A $arc, B $brc, publisher $prc)" \
+		"$tmp/a.err" "$tmp/b.err" "$tmp/pub.err"
+}
+
+test_replay() {
+	replay_case replay "-R 5" '16\n17\n18\n19\n20\n'
+	replay_case rbytes "--replay-bytes 6" '18\n19\n20\n' %02d
+	replay_case rboth "-R 4 --replay-bytes 1K --replay-age 60" '17\n18\n19\n20\n'
+	replay_case rage "--replay-age 60" "$(printf '%d\\n' $(seq 1 20))"
+}
+
+# Replay by age, coarsely: messages a second old are gone for a bound of
+# 0.2 s. B's first line is live (or young), whenever B got in.
+test_replay_expired() {
+	local a b brc prc k first ok=1
+	start_fifo_publisher rold "-w 1 --replay-age 0.2"
+	$T "$CAT" -q -W -C rold -c 20 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	seq 1 20 >&7
+	wait $a
+	sleep 1
+	$T "$CAT" -q -C rold >"$tmp/b" 2>"$tmp/b.err" 7>&- &
+	b=$!
+	for k in $(seq 21 220); do
+		echo $k >&7
+		[ -s "$tmp/b" ] && break
+		sleep 0.05
+	done
+	exec 7>&-
+	wait $b
+	brc=$?
+	wait $fifo_pub
+	prc=$?
+	first=$(head -1 "$tmp/b")
+	[ $brc -eq 0 ] && [ $prc -eq 0 ] && [ -n "$first" ] && [ "$first" -gt 20 ] &&
+		cmp -s "$tmp/b" <(seq "$first" "$k") && ok=0
+	report $ok "--replay-age 0.2: a subscriber arriving a second later gets no old line (first: ${first:-none}; B $brc, publisher $prc)" \
+		"$tmp/b.err" "$tmp/pub.err"
+}
+
+# -a 2: nothing is published to the first subscriber alone; once the
+# second is there, both get everything from the first line.
+test_auto_connect() {
+	local pub a b arc brc prc early
+	seq 1 20 >"$tmp/in.txt"
+	rm -f "$tmp/a" "$tmp/b"
+	$T "$CAT" -q -P auto -a 2 <"$tmp/in.txt" 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C auto >"$tmp/a" 2>"$tmp/a.err" &
+	a=$!
+	sleep 0.3
+	early=$(wc -l <"$tmp/a")
+	$T "$CAT" -q -W -C auto >"$tmp/b" 2>"$tmp/b.err" &
+	b=$!
+	wait $a
+	arc=$?
+	wait $b
+	brc=$?
+	wait $pub
+	prc=$?
+	[ "$early" -eq 0 ] && [ $arc -eq 0 ] && [ $brc -eq 0 ] && [ $prc -eq 0 ] &&
+		cmp -s "$tmp/in.txt" "$tmp/a" && cmp -s "$tmp/in.txt" "$tmp/b"
+	report $? "-a 2: nothing for one subscriber ($early lines), both of two get all 20 (A $arc, B $brc, publisher $prc)" \
+		"$tmp/a.err" "$tmp/b.err" "$tmp/pub.err"
+}
+
+# --overflow drop: the subscriber takes one message and leaves; the rest
+# finds no demand and is dropped, counted in the publisher's last line.
+test_overflow_drop() {
+	local pub rc prc sent dropped
+	seq 1 20 >"$tmp/in.txt"
+	rm -f "$tmp/out"
+	$T "$CAT" -P odrop --overflow drop -w 1 <"$tmp/in.txt" 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C odrop -p 1 -c 1 >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	wait $pub
+	prc=$?
+	sent=$(sed -n "s/.*published \([0-9]*\) messages .* to 'odrop', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
+	dropped=$(sed -n "s/.*published \([0-9]*\) messages .* to 'odrop', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
+	[ $rc -eq 0 ] && [ $prc -eq 0 ] && [ "$dropped" = 19 ] && [ "$sent" = 1 ] &&
+		[ "$(cat "$tmp/out")" = 1 ]
+	report $? "--overflow drop -w 1, a subscriber taking one line: the publisher exits 0 and reports ${dropped:-no} dropped, ${sent:-no} sent (publisher $prc, consumer $rc)" \
+		"$tmp/pub.err" "$tmp/err"
+}
+
+# --overflow error: the subscriber, stopped, has asked for two lines; the
+# third fails the stream with ENOBUFS on both sides.
+test_overflow_error() {
+	local a arc prc
+	start_fifo_publisher oerr "--overflow error -w 1"
+	"$CAT" -W -C oerr -p 1 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	bg_pids+=($a)
+	echo 1 >&7
+	await_output "$tmp/a"
+	kill -STOP $a
+	seq 2 5 >&7
+	exec 7>&-
+	wait $fifo_pub
+	prc=$?
+	kill -CONT $a
+	wait $a
+	arc=$?
+	[ $prc -eq 1 ] && [ $arc -eq 1 ] &&
+		one_line "$tmp/pub.err" "stream 'oerr'.*--overflow error.*code $(errno_of ENOBUFS)" &&
+		one_line "$tmp/a.err" "stream 'oerr'.*code $(errno_of ENOBUFS)"
+	report $? "--overflow error: no demand fails the stream with ENOBUFS, both exit 1 (publisher $prc, consumer $arc)" \
+		"$tmp/pub.err" "$tmp/a.err"
+}
+
+# --overflow latest: while the subscriber is stopped, only the newest
+# line is kept; it still arrives, last, before the completion.
+test_overflow_latest() {
+	local a arc prc sent dropped
+	start_fifo_publisher olatest "--overflow latest -w 1" ""
+	"$CAT" -q -W -C olatest -p 1 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	bg_pids+=($a)
+	echo 1 >&7
+	await_output "$tmp/a"
+	kill -STOP $a
+	seq 2 10 >&7
+	exec 7>&-
+	sleep 0.3 # let the publisher read it all (not needed to pass)
+	kill -CONT $a
+	wait $a
+	arc=$?
+	wait $fifo_pub
+	prc=$?
+	sent=$(sed -n "s/.*published \([0-9]*\) messages .* to 'olatest', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
+	dropped=$(sed -n "s/.*published \([0-9]*\) messages .* to 'olatest', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
+	[ $arc -eq 0 ] && [ $prc -eq 0 ] && [ "$(head -1 "$tmp/a")" = 1 ] &&
+		[ "$(tail -1 "$tmp/a")" = 10 ] && sort -c -n "$tmp/a" 2>/dev/null &&
+		[ -n "$sent" ] && [ "$(wc -l <"$tmp/a")" -eq "$sent" ] && [ $((sent + dropped)) -eq 10 ]
+	report $? "--overflow latest: the newest line arrives last, the others are counted ($(tr '\n' ' ' <"$tmp/a"); dropped ${dropped:-?})" \
+		"$tmp/pub.err" "$tmp/a.err"
+}
+
+# --on-disconnect: what a subscriber gets when the publisher is stopped
+# by a signal. disconnect_case STRATEGY WANT_STATUS ERROR_PATTERN
+disconnect_case() {
+	local sub rc prc name=disc$2
+	start_fifo_publisher $name "--on-disconnect $1"
+	$T "$CAT" -W -C $name >"$tmp/out" 2>"$tmp/err" 7>&- &
+	sub=$!
+	echo hello >&7
+	await_output "$tmp/out"
+	kill -TERM $fifo_pub
+	wait $fifo_pub
+	prc=$?
+	wait $sub
+	rc=$?
+	exec 7>&-
+	if [ $2 -eq 0 ]; then
+		[ $prc -eq 143 ] && [ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = hello ] && grep -q "received 1 messages" "$tmp/err"
+	else
+		[ $prc -eq 143 ] && [ $rc -eq $2 ] && [ "$(cat "$tmp/out")" = hello ] && one_line "$tmp/err" "$3"
+	fi
+	report $? "--on-disconnect $1, SIGTERM: the subscriber exits $rc${3:+ ($3)} (publisher $prc)" \
+		"$tmp/err" "$tmp/pub.err"
+}
+
+test_on_disconnect() {
+	disconnect_case complete 0
+	disconnect_case none 1 "code $(errno_of EPIPE).*closed without completing"
+	disconnect_case error 1 "code $(errno_of ECANCELED).*disconnected"
+}
+
+# Every long option of the help is documented in the man page (the
+# short ones are checked by test_top_man.sh).
+test_long_options_documented() {
+	local man opt bad=0
+	man=$(dirname "$0")/../man/crs-cat.1
+	[ -f "$man" ] || { report 0 "long options: no man page at $man (skipped)"; return; }
+	for opt in $("$CAT" -h | grep -o -- '--[a-z][a-z-]*' | sort -u); do
+		if ! grep -F -- "${opt//-/\\-}" "$man" | grep -q '^\.B'; then
+			echo "       | $opt is not documented in $man"
+			bad=1
+		fi
+	done
+	report $bad "every long option of -h is documented in the man page"
+}
+
 test_usage() {
 	local args rc bad=0
 	while IFS= read -r args; do
@@ -395,6 +640,23 @@ test_usage() {
 -P x -d , -b 4K
 -Z
 -C x extra
+-C x -a 1
+-C x -R 3
+-C x --replay-bytes 1K
+-C x --replay-age 1
+-C x --overflow drop
+-C x --on-disconnect none
+-P x -a 65
+-P x -R -1
+-P x -R many
+-P x --replay-bytes 0
+-P x --replay-age 0
+-P x --replay-age -1
+-P x --replay-age soon
+-P x --overflow sometimes
+-P x --on-disconnect maybe
+-P x --overflow
+-P x --bogus
 EOF
 	report $bad "usage errors exit 2 with a hint"
 	"$CAT" -h >"$tmp/out" 2>"$tmp/err"
@@ -408,6 +670,7 @@ test_delimiters
 test_no_subscriber
 test_binary_100m
 test_lines_1m
+test_small_ring
 test_three_subscribers
 test_take
 test_wait_stream
@@ -418,6 +681,14 @@ test_epipe
 test_too_long
 test_duplicate_publisher
 test_consume_timeout
+test_replay
+test_replay_expired
+test_auto_connect
+test_overflow_drop
+test_overflow_error
+test_overflow_latest
+test_on_disconnect
+test_long_options_documented
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

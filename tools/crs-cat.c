@@ -12,13 +12,24 @@
  * the buffered stdout writer, and the exit status: 0 done, 1 stream or
  * I/O error (one line on stderr naming the stream), 2 usage error. A line
  * longer than the max message (-m) fails the stream with EMSGSIZE.
- * SIGINT, SIGTERM and SIGHUP end a publisher's stream with ECANCELED or
- * cancel a subscription, then the signal is raised again so that the
- * shell sees how the tool ended.
+ *
+ * Both roles run on one crs_loop: the consumer registers its
+ * subscription (on_next copies to the output buffer); the publisher
+ * registers the stream (on_ready publishes what demand and room allow)
+ * and stdin (read only while there is somewhere to put the input, so a
+ * held stream holds its input). A self-pipe in the loop wakes it for
+ * signals, so an idle tool sleeps in one wait with no timeout.
+ *
+ * SIGINT, SIGTERM and SIGHUP disconnect a publisher's stream with its
+ * --on-disconnect strategy (default: ECANCELED) or cancel a subscription,
+ * then the signal is raised again so that the shell sees how the tool
+ * ended.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <libutil.h> /* expand_number(3), from libbsd-overlay */
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crs/crs.h"
@@ -34,8 +46,7 @@
 #define EXIT_USAGE 2
 #define PARSE_OK (-1)
 
-#define TICK_MS 100	       /* longest sleep before looking at signals */
-#define IDLE_POLL_MS 50	       /* stdin idle: serve subscribers this often */
+#define TICK_MS 100	       /* -b: hold a chunk this long before staging */
 #define FLUSH_IDLE_MS 1	       /* flush stdout once the stream paused this long */
 #define READ_BLOCK (64 * 1024) /* line mode reads at least this much */
 #define OUT_BUF (256 * 1024)
@@ -46,6 +57,23 @@
 #define DEFAULT_TIMEOUT_S 10.0
 #define MAX_SUBSCRIBERS 64
 
+/* Long options have codes above any byte. */
+enum {
+	OPT_REPLAY_BYTES = 256,
+	OPT_REPLAY_AGE,
+	OPT_ON_DISCONNECT,
+	OPT_OVERFLOW,
+	OPT_END
+};
+
+static const struct option long_opts[] = {
+	{ "replay-bytes", required_argument, NULL, OPT_REPLAY_BYTES },
+	{ "replay-age", required_argument, NULL, OPT_REPLAY_AGE },
+	{ "on-disconnect", required_argument, NULL, OPT_ON_DISCONNECT },
+	{ "overflow", required_argument, NULL, OPT_OVERFLOW },
+	{ NULL, 0, NULL, 0 },
+};
+
 struct cat_opts {
 	int role;		/* 'P' publish stdin, 'C' copy to stdout */
 	const char *name;
@@ -55,6 +83,13 @@ struct cat_opts {
 	uint64_t ring_bytes;	/* -r; 0 until derive_sizes() */
 	uint64_t max_message;	/* -m; 0 until derive_sizes() */
 	uint64_t wait_subs;	/* -w N */
+	uint64_t auto_connect;	/* -a N: connect at N subscribers */
+	int replay;		/* -R, --replay-bytes, --replay-age */
+	uint64_t replay_count;	/* -R COUNT */
+	uint64_t replay_bytes;	/* --replay-bytes SIZE */
+	uint64_t replay_age_ms; /* --replay-age SECONDS */
+	uint32_t on_disconnect; /* enum crs_disconnect */
+	uint32_t overflow;	/* enum crs_overflow */
 	double timeout_s;	/* -t */
 	uint64_t count;		/* -c N; 0: no limit */
 	uint64_t prefetch;	/* -p N */
@@ -64,6 +99,7 @@ struct cat_opts {
 
 static volatile sig_atomic_t g_signal;
 static int g_quiet;
+static int g_sigpipe[2] = { -1, -1 }; /* the handler writes, the loop reads */
 
 /* ---- Messages ---------------------------------------------------------- */
 
@@ -108,7 +144,10 @@ static int usage_error(const char *fmt, ...)
 static void usage(void)
 {
 	fputs(
-"usage: crs-cat -P NAME [-w N] [-t SECONDS] [-r BYTES] [-m BYTES] [-d C | -b SIZE] [-q]\n"
+"usage: crs-cat -P NAME [-w N] [-a N] [-t SECONDS] [-r BYTES] [-m BYTES]\n"
+"                       [-d C | -b SIZE] [-R COUNT] [--replay-bytes SIZE]\n"
+"                       [--replay-age SECONDS] [--on-disconnect WHAT]\n"
+"                       [--overflow WHAT] [-q]\n"
 "       crs-cat -C NAME [-c N] [-p N] [-W] [-d C | -b] [-q]\n"
 "Publish stdin to the crs stream NAME, or copy stream NAME to stdout.\n"
 "\n"
@@ -121,11 +160,32 @@ static void usage(void)
 "  -b SIZE     -P: publish SIZE-byte chunks (the last may be shorter);\n"
 "              -C: write messages as raw bytes (SIZE is optional there)\n"
 "  -w N        -P: publish nothing before N subscribers are present\n"
+"              (with --overflow error, drop or latest: and requested)\n"
+"  -a N        -P: connect the stream once N subscribers arrived (default\n"
+"              0: at once); they all see it from its first message\n"
 "  -t SECONDS  -P: wait at most this long at the end (default 10)\n"
 "  -r BYTES    -P: ring size, a power of two from 4K to 1G (default 1M,\n"
 "              or larger to hold four of the largest message)\n"
 "  -m BYTES    -P: largest message (default a quarter of the ring); a\n"
 "              longer line fails the stream and the tool exits 1\n"
+"  -R COUNT    -P: a replay stream: a late subscriber first gets the last\n"
+"              COUNT messages (0: as many as the ring holds). A replay\n"
+"              stream runs ahead of demand, bounded by the ring, and\n"
+"              publishes with no subscriber present\n"
+"  --replay-bytes SIZE\n"
+"              -P: a replay stream keeping at most SIZE bytes of messages\n"
+"  --replay-age SECONDS\n"
+"              -P: a replay stream keeping messages younger than this\n"
+"              (fractions allowed); bounds given together all apply\n"
+"  --on-disconnect none|error|complete\n"
+"              -P: what subscribers get when a signal stops the publisher:\n"
+"              nothing (EPIPE once it closes), ECANCELED (the default),\n"
+"              or the completion\n"
+"  --overflow block|error|drop|latest\n"
+"              -P: input that finds no demand or room is held until it\n"
+"              can go (block, the default), fails the stream with ENOBUFS\n"
+"              (error), is discarded and counted (drop), or only the\n"
+"              newest is kept (latest)\n"
 "  -c N        -C: exit after N messages, cancelling the subscription\n"
 "  -p N        -C: prefetch, request N messages at a time (default 128)\n"
 "  -W          -C: wait for the stream to appear instead of failing\n"
@@ -193,6 +253,21 @@ static int parse_delim(const char *s, int *out)
 	return -1;
 }
 
+/* One of a list of words (NULL-terminated); its index, or -1. */
+static int parse_word(const char *s, const char *const *words)
+{
+	for (int i = 0; words[i]; i++)
+		if (strcmp(s, words[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* Indexed by enum crs_disconnect and enum crs_overflow. */
+static const char *const disconnect_words[] = { "error", "none", "complete",
+						NULL };
+static const char *const overflow_words[] = { "block", "error", "drop",
+					      "latest", NULL };
+
 /* Ring and max message for a publisher: -r and -m as given, else a ring
  * of at least 1 MiB that holds four of the largest message (-m or -b). */
 static int derive_sizes(struct cat_opts *o)
@@ -222,17 +297,36 @@ static int derive_sizes(struct cat_opts *o)
 	return PARSE_OK;
 }
 
-/* Options valid for one role only, and the role they belong to. */
-static int check_role(const struct cat_opts *o, const char *seen)
+/* How an option is spelt, for messages: "-w" or "--overflow". */
+static const char *opt_name(int c)
 {
-	static const char only_pub[] = "wtrm", only_sub[] = "cpW";
-	for (const char *c = seen; *c; c++) {
-		if (o->role == 'C' && strchr(only_pub, *c))
-			return usage_error("-%c is an option of -P", *c);
-		if (o->role == 'P' && strchr(only_sub, *c))
-			return usage_error("-%c is an option of -C", *c);
+	static char buf[4];
+	for (const struct option *l = long_opts; l->name; l++) {
+		if (l->val == c) {
+			static char lbuf[32];
+			snprintf(lbuf, sizeof(lbuf), "--%s", l->name);
+			return lbuf;
+		}
 	}
-	if (strchr(seen, 'd') && strchr(seen, 'b'))
+	snprintf(buf, sizeof(buf), "-%c", c);
+	return buf;
+}
+
+/* Options valid for one role only, and the role they belong to. */
+static int check_role(const struct cat_opts *o, const unsigned char *seen)
+{
+	static const int only_pub[] = {
+		'w', 'a', 't', 'r', 'm', 'R', OPT_REPLAY_BYTES, OPT_REPLAY_AGE,
+		OPT_ON_DISCONNECT, OPT_OVERFLOW, 0
+	};
+	static const int only_sub[] = { 'c', 'p', 'W', 0 };
+	for (const int *c = only_pub; *c; c++)
+		if (o->role == 'C' && seen[*c])
+			return usage_error("%s is an option of -P", opt_name(*c));
+	for (const int *c = only_sub; *c; c++)
+		if (o->role == 'P' && seen[*c])
+			return usage_error("%s is an option of -C", opt_name(*c));
+	if (seen['d'] && seen['b'])
 		return usage_error("-d and -b exclude each other");
 	if (o->role == 'P' && o->binary && !o->chunk)
 		return usage_error("-b needs a chunk SIZE with -P");
@@ -251,9 +345,37 @@ static int take_chunk(struct cat_opts *o, int argc, char **argv)
 	return PARSE_OK;
 }
 
+/* The replay options: any of them makes a replay stream. */
+static int take_replay(struct cat_opts *o, int c)
+{
+	double t;
+	o->replay = 1;
+	switch (c) {
+	case 'R':
+		return parse_count(optarg, 0, UINT64_MAX, &o->replay_count)
+			       ? usage_error("-R: bad count '%s'", optarg)
+			       : PARSE_OK;
+	case OPT_REPLAY_BYTES:
+		return parse_size(optarg, &o->replay_bytes)
+			       ? usage_error("--replay-bytes: bad size '%s'",
+					     optarg)
+			       : PARSE_OK;
+	default:
+		if (parse_seconds(optarg, &t) || t <= 0)
+			return usage_error("--replay-age: bad seconds '%s'",
+					   optarg);
+		/* Rounded up: a bound never ends up 0 (no bound). */
+		o->replay_age_ms = (uint64_t)(t * 1000.0);
+		if ((double)o->replay_age_ms < t * 1000.0)
+			o->replay_age_ms++;
+		return PARSE_OK;
+	}
+}
+
 /* One option. Returns PARSE_OK, or an exit status. */
 static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 {
+	int w;
 	switch (c) {
 	case 'P':
 	case 'C':
@@ -275,8 +397,10 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 			       ? usage_error("-%c: bad size '%s'", c, optarg)
 			       : PARSE_OK;
 	case 'w':
-		return parse_count(optarg, 0, MAX_SUBSCRIBERS, &o->wait_subs)
-			       ? usage_error("-w: bad count '%s' (0..%d)",
+	case 'a':
+		return parse_count(optarg, 0, MAX_SUBSCRIBERS,
+				   c == 'w' ? &o->wait_subs : &o->auto_connect)
+			       ? usage_error("-%c: bad count '%s' (0..%d)", c,
 					     optarg, MAX_SUBSCRIBERS)
 			       : PARSE_OK;
 	case 'c':
@@ -290,6 +414,24 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 		return parse_seconds(optarg, &o->timeout_s)
 			       ? usage_error("-t: bad seconds '%s'", optarg)
 			       : PARSE_OK;
+	case 'R':
+	case OPT_REPLAY_BYTES:
+	case OPT_REPLAY_AGE:
+		return take_replay(o, c);
+	case OPT_ON_DISCONNECT:
+		if ((w = parse_word(optarg, disconnect_words)) < 0)
+			return usage_error("--on-disconnect: '%s' is not none, "
+					   "error or complete",
+					   optarg);
+		o->on_disconnect = (uint32_t)w;
+		return PARSE_OK;
+	case OPT_OVERFLOW:
+		if ((w = parse_word(optarg, overflow_words)) < 0)
+			return usage_error("--overflow: '%s' is not block, "
+					   "error, drop or latest",
+					   optarg);
+		o->overflow = (uint32_t)w;
+		return PARSE_OK;
 	case 'W':
 		o->wait_stream = 1;
 		return PARSE_OK;
@@ -307,19 +449,21 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 /* Parse argv into o. Returns PARSE_OK, or the status to exit with. */
 static int parse_args(int argc, char **argv, struct cat_opts *o)
 {
-	char seen[32] = "";
-	size_t nseen = 0;
+	unsigned char seen[OPT_END] = { 0 };
 	*o = (struct cat_opts){ .delim = '\n',
 				.timeout_s = DEFAULT_TIMEOUT_S,
-				.prefetch = DEFAULT_PREFETCH };
+				.prefetch = DEFAULT_PREFETCH,
+				.on_disconnect = CRS_DISCONNECT_SEND_ERROR,
+				.overflow = CRS_OVERFLOW_BLOCK };
 	opterr = 0;
 	int c;
-	while ((c = getopt(argc, argv, "+P:C:d:b::r:m:w:t:c:p:Wqh")) != -1) {
+	while ((c = getopt_long(argc, argv, "+P:C:d:b::r:m:w:a:t:c:p:R:Wqh",
+				long_opts, NULL)) != -1) {
 		int rc = take_opt(o, c, argc, argv);
 		if (rc != PARSE_OK)
 			return rc;
-		if (!strchr(seen, c) && nseen + 1 < sizeof(seen))
-			seen[nseen++] = (char)c;
+		if (c > 0 && c < OPT_END)
+			seen[c] = 1;
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
@@ -340,15 +484,22 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
 
 static void on_signal(int sig)
 {
+	int saved = errno;
 	g_signal = sig;
+	if (g_sigpipe[1] >= 0 && write(g_sigpipe[1], "", 1) < 0) {
+		/* full: the loop has a wakeup pending already */
+	}
+	errno = saved;
 }
 
-/* No SA_RESTART: a signal interrupts poll(2) and read(2); every wait
- * below is bounded by TICK_MS, so g_signal is seen promptly. A signal
- * ignored at start (nohup, a background job's SIGINT) stays ignored. */
-static void signals_init(void)
+/* No SA_RESTART: a signal interrupts read(2); the loop, which retries
+ * its wait on EINTR, wakes on the self-pipe instead. A signal ignored at
+ * start (nohup, a background job's SIGINT) stays ignored. */
+static int signals_init(void)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
 	struct sigaction sa = { .sa_handler = on_signal }, old;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
@@ -356,6 +507,34 @@ static void signals_init(void)
 		    old.sa_handler != SIG_IGN)
 			sigaction(sigs[i], &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* a closed stdout is EPIPE from write */
+	return 0;
+}
+
+/* The loop's view of the self-pipe: empty it; the caller's loop sees
+ * g_signal once crs_loop_run() returns. */
+static void on_sigpipe(void *ctx, int fd, short revents)
+{
+	(void)ctx;
+	(void)revents;
+	char b[16];
+	while (read(fd, b, sizeof(b)) > 0)
+		;
+}
+
+/* A loop with the self-pipe in it. Returns 0 or -errno. */
+static int loop_new(crs_loop **loop)
+{
+	int err = crs_loop_new(loop);
+	if (err) {
+		*loop = NULL;
+		return err;
+	}
+	err = crs_loop_add_fd(*loop, g_sigpipe[0], POLLIN, on_sigpipe, NULL);
+	if (err) {
+		crs_loop_free(*loop);
+		*loop = NULL;
+	}
+	return err;
 }
 
 /* Die of the signal that stopped us, as the shell expects. */
@@ -367,272 +546,507 @@ static void signals_reraise(void)
 	raise(g_signal);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* ---- Publisher --------------------------------------------------------- */
+
+/* The publisher is a state machine driven by the loop: on_ready (demand
+ * or room may have come, subscribers came or went), stdin readable, and
+ * two timers (the -b hold tick, the -t deadline at the end). */
+enum pub_phase {
+	PH_WAITING,  /* -w N / -a N: for subscribers, stdin unread */
+	PH_RUNNING,  /* reading stdin and publishing */
+	PH_FLUSHING, /* --overflow latest, input done: the newest may
+			still be held for demand */
+	PH_DRAINING, /* completed: for subscribers to consume (-t) */
+	PH_DONE
+};
 
 struct pub_run {
 	crs_pub *pub;
+	crs_loop *loop;
 	const struct cat_opts *o;
+	int phase;	  /* enum pub_phase */
+	int err;	  /* -errno: stop, fail the stream */
+	const char *what; /* what failed, for the error line */
 	uint64_t messages;
 	uint64_t bytes;
-	char *stage;	  /* -b: a chunk read while the stream was held */
-	const char *what; /* what failed, for the error line */
+	int watching;	 /* stdin is in the loop */
+	int eof;	 /* stdin ended */
+	int held;	 /* input waits for demand or room (block) */
+	int64_t deadline; /* ms: -t at the end; 0 none */
+	/* Lines: buf[start, end) is unpublished input, of which the first
+	 * `scanned` bytes hold no delimiter. */
+	char *buf;
+	size_t cap, start, scanned, end;
+	/* -b: a chunk is filled in claimed ring space (claim) or, while
+	 * nothing can be claimed, in the stage; `have` bytes so far. */
+	void *claim;
+	char *stage;
+	int staging;
+	size_t have;
+	int64_t stage_at; /* ms: block held this long: stage; 0 none */
+	/* latest: a message may be held inside the stream (offer kept it
+	 * for want of demand); its length. */
+	int maybe_held;
+	size_t last_len;
 };
 
-/* Claim len bytes, waiting for demand and ring room (timeout_ms < 0:
- * for as long as it takes) while serving subscribers. Returns 0 with
- * *buf, -ETIMEDOUT, or -errno (-EINTR on a signal). */
-static int pub_claim(struct pub_run *p, size_t len, void **buf,
-		     int timeout_ms)
+static void pump(struct pub_run *p);
+
+static int would_wait(int err)
 {
-	int waited = 0, err;
-	while ((err = crs_pub_claim(p->pub, len, buf)) == -CRS_ENODEMAND ||
-	       err == -CRS_ENOROOM) {
-		if (g_signal)
-			return -EINTR;
-		if (timeout_ms >= 0 && waited >= timeout_ms)
-			return -ETIMEDOUT;
-		err = crs_pub_wait(p->pub, len, TICK_MS);
-		if (err && err != -ETIMEDOUT)
-			break;
-		if (timeout_ms >= 0)
-			waited += TICK_MS;
-	}
-	if (err)
-		p->what = "cannot publish";
-	return err;
+	return err == -CRS_ENODEMAND || err == -CRS_ENOROOM || err == -ENOTCONN;
 }
 
-static void pub_commit(struct pub_run *p, size_t len)
+static void pub_fail(struct pub_run *p, int err, const char *what)
 {
-	crs_pub_commit(p->pub, len);
+	if (!p->err) {
+		p->err = err;
+		p->what = what;
+	}
+}
+
+static void counted(struct pub_run *p, size_t len)
+{
 	p->messages++;
 	p->bytes += len;
 }
 
-/* Publish a copy of data, waiting for demand as long as it takes. */
-static int pub_send(struct pub_run *p, const char *data, size_t len)
+/* Publish a copy of data. block: claim, copy, commit; returns 1 if it
+ * must wait for demand or room. The other strategies: crs_pub_offer(),
+ * which never waits (latest first tries claim/commit when nothing can
+ * be held, so that messages leave in order). Returns 0, 1 or -errno. */
+static int pub_put(struct pub_run *p, const void *data, size_t len)
 {
+	uint32_t overflow = p->o->overflow;
 	void *buf;
-	int err = pub_claim(p, len, &buf, -1);
-	if (err)
-		return err;
-	memcpy(buf, data, len);
-	pub_commit(p, len);
-	return 0;
-}
-
-/* read(2) from stdin, serving subscribers while it is idle so that new
- * ones are admitted promptly. Returns the count, 0 at EOF, or -errno. */
-static ssize_t pub_read(crs_pub *pub, void *buf, size_t len)
-{
-	struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
-	for (;;) {
-		if (g_signal)
-			return -EINTR;
-		int r = poll(&pfd, 1, IDLE_POLL_MS);
-		if (r == 0) {
-			int err = crs_pub_poll(pub);
-			if (err < 0)
-				return err;
-			continue;
-		}
-		if (r < 0) {
-			if (errno != EINTR)
-				return -errno;
-			continue;
-		}
-		ssize_t n = read(STDIN_FILENO, buf, len);
-		if (n >= 0)
-			return n;
-		if (errno != EINTR && errno != EAGAIN)
-			return -errno;
-	}
-}
-
-/* Fill buf with len bytes of stdin, fewer at EOF: *have says how many. */
-static int pub_read_full(struct pub_run *p, char *buf, size_t len,
-			 size_t *have)
-{
-	*have = 0;
-	while (*have < len) {
-		ssize_t n = pub_read(p->pub, buf + *have, len - *have);
-		if (n < 0) {
-			p->what = "cannot read stdin";
-			return (int)n;
-		}
-		if (n == 0)
-			break;
-		*have += (size_t)n;
-	}
-	return 0;
-}
-
-/* One -b chunk. Normally it is read straight into claimed ring space
- * (no copy; subscribers are served while the claim waits for input).
- * When demand or room stay away for a tick (nobody is taking), the
- * chunk is read into the stage and published once they come: so the
- * end of input is seen, and the stream completed, even while held.
- * Returns 0 with *have (0: end of input), or -errno. */
-static int pub_chunk(struct pub_run *p, size_t *have)
-{
-	size_t chunk = p->o->chunk;
-	void *claim;
-	int err = pub_claim(p, chunk, &claim, TICK_MS);
-	if (!err) {
-		err = pub_read_full(p, claim, chunk, have);
-		if (err || !*have)
-			crs_pub_abort(p->pub);
-		else
-			pub_commit(p, *have);
-		return err;
-	}
-	if (err != -ETIMEDOUT)
-		return err;
-	if (!p->stage && !(p->stage = malloc(chunk))) {
-		p->what = "cannot allocate the chunk buffer";
-		return -ENOMEM;
-	}
-	err = pub_read_full(p, p->stage, chunk, have);
-	if (!err && *have)
-		err = pub_send(p, p->stage, *have);
-	return err;
-}
-
-/* -b: fixed-size chunks, the last may be shorter. */
-static int pub_chunks(struct pub_run *p)
-{
-	size_t have;
 	int err;
-	do
-		err = pub_chunk(p, &have);
-	while (!err && have == p->o->chunk);
-	return err;
-}
-
-/* Lines: read stdin in big blocks, split at the delimiter and publish
- * each line. The buffer holds the longest line plus a READ_BLOCK, so
- * every read asks for at least READ_BLOCK bytes and a line that does not
- * fit is too long. A last line without delimiter is a message too. */
-static int pub_lines(struct pub_run *p)
-{
-	size_t max = p->o->max_message, cap = max + READ_BLOCK;
-	size_t start = 0, scanned = 0, end = 0; /* scanned: no delim there */
-	int eof = 0, err = 0;
-	char *buf = malloc(cap);
-	if (!buf) {
-		p->what = "cannot allocate the line buffer";
-		return -ENOMEM;
-	}
-	while (!err) {
-		char *line = buf + start;
-		char *d = memchr(line + scanned, p->o->delim,
-				 end - start - scanned);
-		if (d) {
-			err = pub_send(p, line, (size_t)(d - line));
-			start += (size_t)(d - line) + 1;
-			scanned = 0;
-			continue;
-		}
-		scanned = end - start;
-		if (scanned > max) {
-			p->what = "line longer than the largest message, "
-				  "see -m";
-			err = -EMSGSIZE;
-		} else if (eof) {
-			if (scanned)
-				err = pub_send(p, line, scanned);
-			break;
-		} else {
-			memmove(buf, line, scanned);
-			start = 0;
-			end = scanned;
-			ssize_t n = pub_read(p->pub, buf + end, cap - end);
-			if (n < 0) {
-				p->what = "cannot read stdin";
-				err = (int)n;
-			}
-			eof = n == 0;
-			end += n > 0 ? (size_t)n : 0;
-		}
-	}
-	free(buf);
-	return err;
-}
-
-static int pub_wait_subscribers(struct pub_run *p)
-{
-	int n = (int)p->o->wait_subs;
-	if (!n)
-		return 0;
-	info("waiting for %d subscriber%s on '%s'", n, n == 1 ? "" : "s",
-	     p->o->name);
-	for (;;) {
-		if (g_signal)
-			return -EINTR;
-		int err = crs_pub_wait_subscribers(p->pub, n, TICK_MS);
-		if (!err)
+	if (overflow == CRS_OVERFLOW_BLOCK ||
+	    (overflow == CRS_OVERFLOW_LATEST && !p->maybe_held)) {
+		err = crs_pub_claim(p->pub, len, &buf);
+		if (!err) {
+			memcpy(buf, data, len);
+			crs_pub_commit(p->pub, len);
+			counted(p, len);
 			return 0;
-		if (err != -ETIMEDOUT) {
-			p->what = "cannot wait for subscribers";
+		}
+		if (!would_wait(err)) {
+			pub_fail(p, err, "cannot publish");
 			return err;
 		}
+		if (overflow == CRS_OVERFLOW_BLOCK)
+			return 1;
+	}
+	uint64_t dropped = crs_pub_dropped(p->pub);
+	err = crs_pub_offer(p->pub, data, len);
+	if (err) {
+		if (would_wait(err) && overflow == CRS_OVERFLOW_ERROR)
+			pub_fail(p, -ENOBUFS, "no demand or room for the "
+					      "input (--overflow error)");
+		else
+			pub_fail(p, err, "cannot publish");
+		return err;
+	}
+	int drop = crs_pub_dropped(p->pub) != dropped;
+	if (overflow == CRS_OVERFLOW_LATEST) {
+		/* Held, perhaps; a drop is the one held before, replaced. */
+		if (drop) {
+			p->messages--;
+			p->bytes -= p->last_len;
+		}
+		counted(p, len);
+		p->maybe_held = 1;
+		p->last_len = len;
+	} else if (!drop) {
+		counted(p, len);
+	}
+	return 0;
+}
+
+/* latest: prove that nothing is held any more. A claim of the held
+ * length succeeding means demand and room are there; the flush that
+ * crs_pub_poll() then makes sends a held message, unless a subscriber
+ * came or went in between (then try again at the next round). */
+static void latest_probe(struct pub_run *p)
+{
+	void *buf;
+	if (!p->maybe_held)
+		return;
+	int n = crs_pub_subscribers(p->pub);
+	if (crs_pub_claim(p->pub, p->last_len, &buf) != 0)
+		return;
+	crs_pub_abort(p->pub);
+	if (crs_pub_poll(p->pub) == n)
+		p->maybe_held = 0;
+}
+
+/* Lines: publish every complete line in the buffer (and, at the end of
+ * input, the last one without delimiter); stop at one that must wait. */
+static void lines_pump(struct pub_run *p)
+{
+	size_t max = p->o->max_message;
+	p->held = 0;
+	while (!p->err) {
+		char *line = p->buf + p->start;
+		size_t avail = p->end - p->start, len;
+		char *d = memchr(line + p->scanned, p->o->delim,
+				 avail - p->scanned);
+		if (d) {
+			len = (size_t)(d - line);
+		} else {
+			p->scanned = avail;
+			if (avail <= max && (!p->eof || !avail)) {
+				/* Room for at least READ_BLOCK more. */
+				memmove(p->buf, line, avail);
+				p->start = 0;
+				p->end = avail;
+				return;
+			}
+			len = avail; /* a last line without delimiter */
+		}
+		if (len > max) {
+			pub_fail(p, -EMSGSIZE, "line longer than the largest "
+					       "message, see -m");
+			return;
+		}
+		int r = pub_put(p, line, len);
+		if (r) {
+			p->held = r > 0;
+			return;
+		}
+		p->start += len + (d != NULL);
+		p->scanned = 0;
 	}
 }
 
-/* Complete, then give the subscribers present up to -t seconds to
- * consume everything. Running out of time is worth a line, not a
- * failure: the stream itself completed. */
-static int pub_finish(struct pub_run *p)
+/* -b: commit a filled claim, publish a filled stage, or find a place
+ * for the next chunk: claimed ring space (zero copy) if possible. With
+ * block, a chunk that cannot be claimed waits TICK_MS for demand, then
+ * is read into the stage, so the end of input is seen even while the
+ * stream is held; the other strategies stage (and offer) at once. */
+static void chunks_pump(struct pub_run *p)
+{
+	size_t chunk = p->o->chunk;
+	p->held = 0;
+	while (!p->err) {
+		if (p->claim) {
+			if (p->have < chunk && !p->eof)
+				return; /* for more input */
+			if (p->have) {
+				crs_pub_commit(p->pub, p->have);
+				counted(p, p->have);
+			} else {
+				crs_pub_abort(p->pub);
+			}
+			p->claim = NULL;
+			p->have = 0;
+			continue;
+		}
+		if (p->staging) {
+			if (p->have < chunk && !p->eof)
+				return;
+			if (p->have) {
+				int r = pub_put(p, p->stage, p->have);
+				if (r) {
+					p->held = r > 0;
+					return;
+				}
+			}
+			p->staging = 0;
+			p->have = 0;
+			continue;
+		}
+		if (p->eof)
+			return;
+		int err = -CRS_ENODEMAND;
+		if (p->o->overflow != CRS_OVERFLOW_LATEST)
+			err = crs_pub_claim(p->pub, chunk, &p->claim);
+		if (!err) {
+			p->stage_at = 0;
+			continue;
+		}
+		p->claim = NULL;
+		if (!would_wait(err)) {
+			pub_fail(p, err, "cannot publish");
+			return;
+		}
+		if (p->o->overflow == CRS_OVERFLOW_BLOCK) {
+			if (!p->stage_at)
+				p->stage_at = now_ms() + TICK_MS;
+			p->held = 1;
+			return;
+		}
+		p->staging = 1;
+	}
+}
+
+static void on_stdin(void *ctx, int fd, short revents);
+
+/* Watch stdin while there is somewhere to put its input. */
+static void pub_watch(struct pub_run *p, int want)
+{
+	if (want == p->watching)
+		return;
+	int err = want ? crs_loop_add_fd(p->loop, STDIN_FILENO, POLLIN,
+					 on_stdin, p)
+		       : crs_loop_remove_fd(p->loop, STDIN_FILENO);
+	if (err && want)
+		pub_fail(p, err, "cannot watch stdin");
+	p->watching = want && !err;
+}
+
+/* Read stdin into the place pump() prepared. */
+static void on_stdin(void *ctx, int fd, short revents)
+{
+	struct pub_run *p = ctx;
+	(void)revents;
+	char *dst;
+	size_t room;
+	if (!p->o->binary) {
+		dst = p->buf + p->end;
+		room = p->cap - p->end;
+	} else {
+		dst = p->claim ? p->claim : p->staging ? p->stage : NULL;
+		room = p->o->chunk - p->have;
+		if (!dst) {
+			pub_watch(p, 0);
+			return;
+		}
+		dst += p->have;
+	}
+	ssize_t n = read(fd, dst, room);
+	if (n < 0) {
+		if (errno != EINTR && errno != EAGAIN)
+			pub_fail(p, -errno, "cannot read stdin");
+	} else if (n == 0) {
+		p->eof = 1;
+	} else if (p->o->binary) {
+		p->have += (size_t)n;
+	} else {
+		p->end += (size_t)n;
+	}
+	pump(p);
+}
+
+/* Complete, then give the subscribers present up to -t seconds (from
+ * the end of input) to consume everything. A message that latest still
+ * held is dropped (and counted) by the completion. */
+static void pub_complete(struct pub_run *p)
 {
 	const struct cat_opts *o = p->o;
+	uint64_t dropped = crs_pub_dropped(p->pub);
 	crs_pub_complete(p->pub);
-	info("published %" PRIu64 " messages (%" PRIu64 " bytes) to '%s'",
-	     p->messages, p->bytes, o->name);
-	long left_ms = (long)(o->timeout_s * 1000.0 + 0.5);
-	for (;;) {
-		int step = left_ms < TICK_MS ? (int)left_ms : TICK_MS;
-		if (crs_pub_wait_consumed(p->pub, step) == 0)
-			return 0;
-		if (g_signal)
-			return -EINTR;
-		left_ms -= step;
-		if (left_ms <= 0)
-			break;
+	if (crs_pub_dropped(p->pub) != dropped &&
+	    o->overflow == CRS_OVERFLOW_LATEST) {
+		p->messages--;
+		p->bytes -= p->last_len;
+	}
+	if (o->overflow == CRS_OVERFLOW_DROP ||
+	    o->overflow == CRS_OVERFLOW_LATEST)
+		info("published %" PRIu64 " messages (%" PRIu64 " bytes) to "
+		     "'%s', dropped %" PRIu64,
+		     p->messages, p->bytes, o->name,
+		     crs_pub_dropped(p->pub));
+	else
+		info("published %" PRIu64 " messages (%" PRIu64 " bytes) to "
+		     "'%s'",
+		     p->messages, p->bytes, o->name);
+	p->phase = PH_DRAINING;
+}
+
+/* The -t deadline passed in phase FLUSHING or DRAINING. Running out of
+ * time is worth a line, not a failure: the stream itself completed. */
+static void pub_timeout(struct pub_run *p)
+{
+	const struct cat_opts *o = p->o;
+	if (p->phase == PH_FLUSHING) {
+		fprintf(stderr,
+			"crs-cat: stream '%s': no demand within %g s for the "
+			"newest message (--overflow latest)\n",
+			o->name, o->timeout_s);
+		pub_complete(p);
+		if (crs_pub_wait_consumed(p->pub, 0) == 0) {
+			p->phase = PH_DONE;
+			return;
+		}
 	}
 	int n = crs_pub_subscribers(p->pub);
 	fprintf(stderr,
 		"crs-cat: stream '%s': %d subscriber%s had not consumed "
 		"everything after %g s\n",
 		o->name, n, n == 1 ? "" : "s", o->timeout_s);
-	return 0;
+	p->phase = PH_DONE;
 }
 
-static int run_publisher(const struct cat_opts *o)
+/* Connected, and -w N subscribers present. A strategy that does not
+ * hold its input (error, drop, latest) also waits for those awaited to
+ * have requested, or it would fail or drop the first messages in the
+ * instant between a subscriber's arrival and its first request(n). */
+static int pub_started(struct pub_run *p)
+{
+	const struct cat_opts *o = p->o;
+	if (crs_pub_epoch(p->pub) < 1 ||
+	    (uint64_t)crs_pub_subscribers(p->pub) < o->wait_subs)
+		return 0;
+	return o->overflow == CRS_OVERFLOW_BLOCK ||
+	       (!o->wait_subs && !o->auto_connect) ||
+	       crs_pub_demand(p->pub) > 0;
+}
+
+/* Advance as far as possible; called from every loop callback. */
+static void pump(struct pub_run *p)
+{
+	const struct cat_opts *o = p->o;
+	if (p->err || p->phase == PH_DONE)
+		return;
+	if (p->phase == PH_WAITING && pub_started(p))
+		p->phase = PH_RUNNING;
+	if (p->phase == PH_RUNNING) {
+		latest_probe(p);
+		if (o->binary)
+			chunks_pump(p);
+		else
+			lines_pump(p);
+		int done = p->eof && (o->binary ? !p->claim && !p->staging
+					       : p->start == p->end);
+		if (p->err || done) {
+			pub_watch(p, 0);
+		} else {
+			int room = !o->binary || p->claim || p->staging;
+			pub_watch(p, !p->held && room);
+		}
+		if (p->err || !done)
+			return;
+		p->deadline = now_ms() + (int64_t)(o->timeout_s * 1000.0 + 0.5);
+		p->phase = PH_FLUSHING;
+	}
+	if (p->phase == PH_FLUSHING) {
+		latest_probe(p);
+		if (p->maybe_held)
+			return;
+		pub_complete(p);
+	}
+	if (p->phase == PH_DRAINING && crs_pub_wait_consumed(p->pub, 0) == 0)
+		p->phase = PH_DONE;
+}
+
+static void on_ready(void *ctx, crs_pub *pub)
+{
+	(void)pub;
+	pump(ctx);
+}
+
+/* Run the loop until done, an error or a signal; timers in between. */
+static void pub_loop(struct pub_run *p)
+{
+	while (p->phase != PH_DONE && !p->err && !g_signal) {
+		int64_t due = INT64_MAX;
+		if (p->stage_at)
+			due = p->stage_at;
+		if (p->deadline && p->deadline < due)
+			due = p->deadline;
+		int64_t left = due - now_ms();
+		int timeout = due == INT64_MAX ? -1
+			      : left <= 0	? 0
+			      : left > INT_MAX	? INT_MAX
+						: (int)left;
+		int r = crs_loop_run(p->loop, timeout);
+		if (r < 0) {
+			pub_fail(p, r, "cannot wait for input or subscribers");
+			break;
+		}
+		int64_t now = now_ms();
+		if (p->stage_at && now >= p->stage_at) {
+			/* Held a tick: read on into the stage. */
+			p->stage_at = 0;
+			if (p->phase == PH_RUNNING && !p->claim && !p->eof) {
+				if (!p->stage &&
+				    !(p->stage = malloc(p->o->chunk))) {
+					pub_fail(p, -ENOMEM, "cannot allocate "
+							     "the chunk "
+							     "buffer");
+					break;
+				}
+				p->staging = 1;
+			}
+			pump(p);
+		}
+		if (p->deadline && now >= p->deadline &&
+		    (p->phase == PH_FLUSHING || p->phase == PH_DRAINING)) {
+			pump(p); /* a last look */
+			if (p->phase != PH_DONE)
+				pub_timeout(p);
+		}
+	}
+}
+
+static int pub_create(const struct cat_opts *o, crs_pub **pub)
 {
 	struct crs_pub_opts po;
 	crs_pub_opts_init(&po);
 	po.ring_bytes = o->ring_bytes;
 	po.max_message = (uint32_t)o->max_message;
+	po.auto_connect = (int32_t)o->auto_connect;
+	po.on_disconnect = o->on_disconnect;
+	po.overflow = o->overflow;
+	if (o->replay) {
+		po.mode = CRS_MODE_REPLAY;
+		po.replay_count = o->replay_count;
+		po.replay_bytes = o->replay_bytes;
+		po.replay_age_ms = o->replay_age_ms;
+	}
+	return crs_pub_create(o->name, &po, pub);
+}
+
+static int run_publisher(const struct cat_opts *o)
+{
 	crs_pub *pub;
-	int err = crs_pub_create(o->name, &po, &pub);
+	int err = pub_create(o, &pub);
 	if (err)
 		return fail(o->name,
 			    err == -EEXIST ? "another publisher owns the name"
 					   : "cannot create the stream",
 			    err, NULL);
 	struct pub_run p = { .pub = pub, .o = o };
-	err = pub_wait_subscribers(&p);
-	if (!err)
-		err = o->binary ? pub_chunks(&p) : pub_lines(&p);
-	if (!err)
-		err = pub_finish(&p);
+	if (!o->binary) {
+		p.cap = o->max_message + READ_BLOCK;
+		if (!(p.buf = malloc(p.cap)))
+			pub_fail(&p, -ENOMEM, "cannot allocate the line buffer");
+	} else if (o->overflow != CRS_OVERFLOW_BLOCK) {
+		if (!(p.stage = malloc(o->chunk)))
+			pub_fail(&p, -ENOMEM, "cannot allocate the chunk buffer");
+	}
+	if (!p.err && (err = loop_new(&p.loop)) != 0)
+		pub_fail(&p, err, "cannot create the event loop");
+	if (!p.err) {
+		uint64_t n = o->wait_subs > o->auto_connect ? o->wait_subs
+							   : o->auto_connect;
+		if (n)
+			info("waiting for %d subscriber%s on '%s'", (int)n,
+			     n == 1 ? "" : "s", o->name);
+		err = crs_loop_add_pub(p.loop, pub, on_ready, &p);
+		if (err)
+			pub_fail(&p, err, "cannot serve the stream");
+		else
+			pub_loop(&p);
+	}
+	if (p.loop)
+		crs_loop_free(p.loop);
+	free(p.buf);
 	free(p.stage);
 	int rc = EXIT_SUCCESS;
 	if (g_signal) {
-		crs_pub_error(pub, ECANCELED, "publisher interrupted");
-	} else if (err) {
-		crs_pub_error(pub, -err, p.what);
-		rc = fail(o->name, p.what, err, NULL);
+		/* The --on-disconnect strategy: ECANCELED by default. */
+		crs_pub_disconnect(pub, crs_pub_epoch(pub));
+	} else if (p.err) {
+		crs_pub_error(pub, -p.err, p.what);
+		rc = fail(o->name, p.what, p.err, NULL);
 	}
 	crs_pub_close(pub);
 	return rc;
@@ -694,12 +1108,18 @@ struct sub_run {
 	crs_sub *sub;
 	const struct cat_opts *o;
 	struct out out;
+	int delim;
 	uint64_t messages;
 	uint64_t bytes;
+	int err;	  /* -errno: stdout failed (or the loop did) */
 	const char *what;
+	int stop;	  /* -c reached, stdout failed, or the stream ended */
+	int ended;	  /* the terminal signal arrived */
+	struct crs_end end;
 };
 
-/* Open the stream; with -W, retry until it appears (or a signal). */
+/* Open the stream; with -W, retry until it appears (or a signal), also
+ * after a publisher that went away during the handshake. */
 static int sub_open(const struct cat_opts *o, crs_sub **sub)
 {
 	struct crs_sub_opts so;
@@ -709,7 +1129,8 @@ static int sub_open(const struct cat_opts *o, crs_sub **sub)
 	so.wait_ms = o->wait_stream ? TICK_MS : 0;
 	for (;;) {
 		int err = crs_sub_open(o->name, &so, sub);
-		if (err != -ENOENT || !o->wait_stream || g_signal)
+		if ((err != -ENOENT && err != -ECONNRESET) ||
+		    !o->wait_stream || g_signal)
 			return err;
 	}
 }
@@ -728,62 +1149,108 @@ static void sub_take_more(struct sub_run *s)
 	crs_sub_request(s->sub, n < limit - req ? n : limit - req);
 }
 
+/* on_next: copy to the output. Reaching -c N or failing to write
+ * cancels at once, so that the loop delivers nothing more. */
+static void sub_on_next(void *ctx, const struct crs_msg *m)
+{
+	struct sub_run *s = ctx;
+	if (s->stop)
+		return;
+	int err = out_put(&s->out, m->data, m->len, s->delim);
+	s->messages++;
+	s->bytes += m->len;
+	if (err) {
+		s->err = err;
+		s->what = "cannot write stdout";
+	}
+	if (err || (s->o->count && s->messages == s->o->count)) {
+		s->stop = 1;
+		crs_sub_cancel(s->sub);
+	} else if (s->o->count) {
+		sub_take_more(s);
+	}
+}
+
+static void sub_on_end(struct sub_run *s, int code, const char *message)
+{
+	if (s->stop)
+		return; /* our own cancel */
+	s->stop = 1;
+	s->ended = 1;
+	s->end.code = code;
+	snprintf(s->end.message, sizeof(s->end.message), "%s",
+		 message ? message : "");
+}
+
+static void sub_on_complete(void *ctx)
+{
+	sub_on_end(ctx, 0, NULL);
+}
+
+static void sub_on_error(void *ctx, int code, const char *message)
+{
+	sub_on_end(ctx, code, message);
+}
+
+static const struct crs_sub_callbacks sub_callbacks = {
+	sub_on_next, sub_on_complete, sub_on_error
+};
+
 /* Copy messages to stdout until the stream ends, -c N is reached, a
  * signal arrives or stdout fails. Output is flushed whenever the stream
- * pauses. Returns 0 or -errno with s->what set. */
+ * pauses for FLUSH_IDLE_MS; with nothing to flush, the loop sleeps until
+ * the stream or a signal wakes it. Returns 0 or -errno with s->what. */
 static int sub_copy(struct sub_run *s)
 {
-	const struct cat_opts *o = s->o;
-	int delim = o->binary ? -1 : o->delim, err = 0;
-	if (o->count)
-		sub_take_more(s);
-	while (!err && !g_signal) {
-		struct crs_msg m;
-		int r = crs_sub_poll(s->sub, &m);
-		if (r > 0) {
-			err = out_put(&s->out, m.data, m.len, delim);
-			crs_sub_release(s->sub);
-			s->messages++;
-			s->bytes += m.len;
-			if (o->count && s->messages == o->count)
-				break;
-			if (o->count)
-				sub_take_more(s);
-			continue;
-		}
-		if (r < 0)
-			break;
-		/* Idle: a short pause is common (the publisher refills on
-		 * our demand), so flush only after FLUSH_IDLE_MS. */
-		if (!s->out.len)
-			crs_sub_wait(s->sub, TICK_MS);
-		else if (crs_sub_wait(s->sub, FLUSH_IDLE_MS) < 0)
-			err = out_flush(&s->out);
-	}
+	crs_loop *loop;
+	int err = loop_new(&loop);
 	if (!err)
-		err = out_flush(&s->out);
-	if (err)
+		err = crs_loop_add_sub(loop, s->sub, &sub_callbacks, s);
+	if (err) {
+		if (loop)
+			crs_loop_free(loop);
+		s->what = "cannot create the event loop";
+		return err;
+	}
+	if (s->o->count)
+		sub_take_more(s);
+	while (!s->stop && !g_signal) {
+		int r = crs_loop_run(loop, s->out.len ? FLUSH_IDLE_MS : -1);
+		if (r < 0) {
+			s->err = r;
+			s->what = "cannot wait for the stream";
+			break;
+		}
+		if (r == 0 && s->out.len && (err = out_flush(&s->out)) != 0) {
+			s->err = err;
+			s->what = "cannot write stdout";
+			break;
+		}
+	}
+	crs_loop_free(loop);
+	if (!s->err && (err = out_flush(&s->out)) != 0) {
+		s->err = err;
 		s->what = "cannot write stdout";
-	return err;
+	}
+	return s->err;
 }
 
 /* The exit status once copying stopped, with its line on stderr. */
 static int sub_report(struct sub_run *s, int err)
 {
 	const struct cat_opts *o = s->o;
-	const struct crs_end *end = crs_sub_end(s->sub);
 	if (err == -EPIPE)
 		return EXIT_SUCCESS; /* our reader left: a quiet, clean end */
 	if (err)
 		return fail(o->name, s->what, err, NULL);
 	if (g_signal)
 		return EXIT_STREAM;
-	if (end && end->code)
-		return fail(o->name, "the stream failed", end->code,
-			    end->message);
+	if (s->ended && s->end.code)
+		return fail(o->name, "the stream failed", s->end.code,
+			    s->end.message);
 	info("received %" PRIu64 " messages (%" PRIu64 " bytes) from '%s'%s",
 	     s->messages, s->bytes, o->name,
-	     end ? "" : ", then cancelled (-c)");
+	     s->ended ? "" : ", then cancelled (-c)");
 	return EXIT_SUCCESS;
 }
 
@@ -801,7 +1268,9 @@ static int open_error(const struct cat_opts *o, int err)
 
 static int run_consumer(const struct cat_opts *o)
 {
-	struct sub_run s = { .o = o, .out = { .cap = OUT_BUF } };
+	struct sub_run s = { .o = o,
+			     .out = { .cap = OUT_BUF },
+			     .delim = o->binary ? -1 : o->delim };
 	s.out.buf = malloc(OUT_BUF);
 	if (!s.out.buf)
 		return fail(o->name, "cannot allocate the output buffer",
@@ -813,7 +1282,7 @@ static int run_consumer(const struct cat_opts *o)
 	} else {
 		err = sub_copy(&s);
 		rc = sub_report(&s, err);
-		crs_sub_close(s.sub); /* cancels after -c, EPIPE, a signal */
+		crs_sub_close(s.sub); /* cancels after a signal */
 	}
 	free(s.out.buf);
 	return rc;
@@ -826,7 +1295,9 @@ int main(int argc, char **argv)
 	if (rc != PARSE_OK)
 		return rc;
 	g_quiet = o.quiet;
-	signals_init();
+	int err = signals_init();
+	if (err)
+		return fail(o.name, "cannot set up signals", err, NULL);
 	rc = o.role == 'P' ? run_publisher(&o) : run_consumer(&o);
 	signals_reraise();
 	return rc;
