@@ -255,7 +255,11 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
 		}
 		err = io_uring_submit_and_wait_timeout(&ws->ring, &cqe, 1, tp,
 						       NULL);
-		if (err < 0 && err != -ETIME && err != -EINTR)
+		if (err == -EINTR) { /* a signal: let the caller look */
+			n = reap(ws, fired, max);
+			return n ? n : -EINTR;
+		}
+		if (err < 0 && err != -ETIME)
 			return err;
 	}
 }
@@ -319,7 +323,7 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			int ms = slice == INT64_MAX ? -1
 						    : (int)((slice + 999999) /
 							    1000000);
-			if (poll(pfd, (nfds_t)np, ms) < 0 && errno != EINTR) {
+			if (poll(pfd, (nfds_t)np, ms) < 0) {
 				err = -errno;
 				goto out;
 			}
@@ -339,8 +343,7 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			fired[n++] = vkey[r];
 			goto out;
 		}
-		if (r < 0 && errno != EAGAIN && errno != EINTR &&
-		    errno != ETIMEDOUT) {
+		if (r < 0 && errno != EAGAIN && errno != ETIMEDOUT) {
 			err = -errno;
 			goto out;
 		}

@@ -40,7 +40,7 @@ int ipc_waitset_submit(struct ipc_waitset *ws, int kick);
 /* Submit what is armed and wait until something fires or the deadline
  * (CLOCK_MONOTONIC ns; INT64_MAX none; 0 or a past deadline: do not
  * block). Stores up to max fired keys; returns their count, 0 at the
- * deadline, or -errno. */
+ * deadline, -EINTR when a signal arrived first, or -errno. */
 int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		     int max);
 

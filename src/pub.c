@@ -611,7 +611,7 @@ static int pub_park(struct crs_pub *pub,
 		}
 		int n = ipc_waitset_wait(pub->ws, deadline, fired,
 					 CRS_MAX_SUBSCRIBERS + 1);
-		r = n < 0 ? n : 0;
+		r = n < 0 && n != -EINTR ? n : 0; /* signals: look again */
 		for (int k = 0; k < n; k++)
 			if (fired[k] == 0)
 				pub_serve(pub);

@@ -957,6 +957,8 @@ static void pub_loop(struct pub_run *p)
 			      : left > INT_MAX	? INT_MAX
 						: (int)left;
 		int r = crs_loop_run(p->loop, timeout);
+		if (r == -EINTR)
+			continue; /* a signal: the loop condition looks */
 		if (r < 0) {
 			pub_fail(p, r, "cannot wait for input or subscribers");
 			break;
@@ -1216,6 +1218,8 @@ static int sub_copy(struct sub_run *s)
 		sub_take_more(s);
 	while (!s->stop && !g_signal) {
 		int r = crs_loop_run(loop, s->out.len ? FLUSH_IDLE_MS : -1);
+		if (r == -EINTR)
+			continue; /* a signal: the loop condition looks */
 		if (r < 0) {
 			s->err = r;
 			s->what = "cannot wait for the stream";

@@ -212,8 +212,9 @@ void crs_pub_abort(crs_pub *pub);
  * subscribers), ERROR ends the stream with ENOBUFS and returns the
  * claim's error, DROP discards the message, LATEST keeps it as the one
  * message to send once possible (replacing, and dropping, an older one;
- * it goes out at the next offer, poll, wait or loop round). Returns 0
- * (published, or handled by DROP/LATEST) or the claim's errors. */
+ * it goes out at the next offer, poll, wait or loop round; if the epoch
+ * ends first, it is dropped and counted). Returns 0 (published, or
+ * handled by DROP/LATEST) or the claim's errors. */
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
 
 /* How many messages may be published now (demand), CRS_UNBOUNDED if
@@ -244,7 +245,8 @@ int crs_pub_fd(const crs_pub *pub);
 /* Number of active subscribers (as of the last serve). */
 int crs_pub_subscribers(const crs_pub *pub);
 
-/* Wait until at least n subscribers are active. 0 or -ETIMEDOUT. */
+/* Wait until at least n subscribers are active (present, whether or
+ * not they have requested anything yet). 0 or -ETIMEDOUT. */
 int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms);
 
 /* Terminate the current epoch: every subscriber in it gets on_complete
@@ -364,7 +366,10 @@ int crs_loop_remove_fd(crs_loop *loop, int fd);
 
 /* Dispatch what is ready; if nothing is, sleep until something is or
  * timeout_ms passes (< 0: no limit, 0: do not sleep). Returns the number
- * of callbacks made (0 on timeout) or -errno. */
+ * of callbacks made (0 on timeout), -EINTR when a signal handler ran
+ * while it slept (look at your flags, then run again), or -errno. The
+ * fallback engine wakes every 20 ms while it watches fds (no single
+ * classic syscall sleeps on a futex and an fd together). */
 int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
