@@ -282,7 +282,10 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 /* Next message, without blocking. Hot path: no syscall.
  * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
  * or the next poll, which releases it), 0 (nothing yet), or -CRS_EEND
- * (the stream ended for this subscriber: see crs_sub_end()). */
+ * (the stream ended for this subscriber: see crs_sub_end()). A
+ * subscriber evicted by the publisher (untethered_ms, or a protocol
+ * violation) learns it at its next poll; a view held at that moment may
+ * already have been overwritten. */
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg);
 
 /* Release the message returned by the last poll, so that its space can
