@@ -13,7 +13,9 @@
  *                 the raw limits (cache line, futex, pipe, socket, ZeroMQ)
  *   wake.c        one publisher waking many sleeping subscribers
  *   replay.c      a late joiner's catch-up against memory read bandwidth
- *   report.c      the table, the JSON document and the plots
+ *   summary.c     medians, per-round ratios, clean rounds, the targets
+ *   report.c      the table and the JSON document
+ *   plot.c        --plot: .dat files, plots.gp, PNGs via gnuplot
  *   crs-bench.c   options and the order of the sections
  *
  * crs parts use only include/crs/crs.h; baselines use nothing of crs.
@@ -36,7 +38,7 @@
 #define MAX_FANOUT 8	  /* fan-out subscriber counts */
 #define MAX_FILTER 32
 #define WATCHDOG_NS (120LL * 1000000000LL) /* a stuck measurement fails */
-#define WARM_MAX_NS (100LL * 1000000LL)	   /* warm-up ends after this */
+#define CLEAN_CPUS 1.5 /* a probe that got fewer CPUs marks a bad state */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -56,7 +58,7 @@ enum section {
 
 struct config {
 	int rounds;
-	int quick, json, pin;
+	int quick, json, pin, verbose;
 	unsigned sections;
 	size_t sizes[MAX_SIZES]; /* throughput sizes */
 	int nsizes;
@@ -78,9 +80,11 @@ struct config {
 	int catchup_rounds;
 	uint32_t pp_trips;    /* cache-line probe round trips */
 	uint32_t idle_pause;  /* spinning receivers: pauses after an empty poll */
+	int64_t warm_ns;      /* receivers' warm-up ends after this at most */
 	const char *only[MAX_FILTER]; /* --scenario filters */
 	int nonly;
 	const char *plot_dir;
+	const char *json_file; /* also write the JSON document here */
 	char tmpdir[48];      /* private: ZeroMQ ipc:// endpoints */
 	int have_zmq;
 };
@@ -105,7 +109,7 @@ void stream_name(char *buf, size_t len, unsigned id);
 double pause_cost_ns(void);
 
 /* The cache-line ping-pong probe (ns per round trip; see common.c). */
-double probe_ns(const struct config *cfg);
+double probe_ns(const struct config *cfg, double *cap);
 
 /* ---- payload ------------------------------------------------------------
  * The sender stores the message's index in the first and the last 8 bytes
@@ -210,6 +214,7 @@ struct ctl {
 	_Alignas(64) _Atomic int stop;
 	_Atomic int nwarm;
 	int nrecv;
+	int64_t warm_ns;
 	_Alignas(64) _Atomic int nready; /* wake: subscribers about to sleep */
 	_Atomic int nwoken;
 	_Alignas(64) _Atomic uint64_t round; /* wake: current wake round */
@@ -239,7 +244,7 @@ static inline void rx_tick(struct win *w, uint64_t n)
 	if (w->state == 0) {
 		if (!w->tfirst)
 			w->tfirst = now_ns();
-		if (n >= w->warmup || now_ns() - w->tfirst > WARM_MAX_NS) {
+		if (n >= w->warmup || now_ns() - w->tfirst > w->ctl->warm_ns) {
 			win_open(w, n);
 			atomic_fetch_add(&w->ctl->nwarm, 1);
 		}
@@ -270,7 +275,7 @@ static inline bool tx_go(struct win *w, uint64_t n)
 void rep_err(struct proc_rep *rep, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-struct ctl *ctl_new(int nrecv);
+struct ctl *ctl_new(int nrecv, int64_t warm_ns);
 void ctl_free(struct ctl *ctl);
 
 /* Fork a child running fn(arg, idx); it dies with the parent. */
@@ -315,7 +320,8 @@ struct tp_sample {
 	double secs;	 /* receiver window */
 	double util;	 /* CPUs busy: sum of cpu/window over processes */
 	double cpu_ns;	 /* CPU ns per delivery */
-	double pp_before, pp_after;
+	double pp_before, pp_after, cap_before, cap;
+	double wall;	 /* the whole measurement, s */
 	double refused_demand, refused_room, empty; /* per message */
 	uint64_t waits, bad, messages;
 	char err[200];
@@ -323,6 +329,7 @@ struct tp_sample {
 
 struct tp_cell {
 	const char *name; /* scenario */
+	int spins;	  /* a process of it busy-polls */
 	size_t size;
 	int nsubs;
 	int n;
@@ -334,7 +341,7 @@ struct lat_sample {
 	int ok;
 	uint64_t trips;
 	double p50, p90, p99, p999, max, mean; /* ns */
-	double pp_before, pp_after;
+	double pp_before, pp_after, cap_before, cap;
 	char engine[16];
 	char err[200];
 };
@@ -342,10 +349,13 @@ struct lat_sample {
 struct lat_cell {
 	const char *name;
 	const char *mode; /* "spin" or "block" */
+	int spins;
 	size_t size;
 	int n, failed;
 	struct lat_sample s[MAX_ROUNDS];
-	struct histo h; /* all rounds merged */
+	struct histo h;	    /* all rounds merged */
+	struct histo clean; /* clean rounds merged (summary_init) */
+	struct histo *round_h; /* each round's */
 };
 
 struct wake_sample {
@@ -373,6 +383,8 @@ struct catchup_sample {
 	double open_ms;	     /* open to first message */
 	double membw_gbps;   /* anonymous buffer, same read loop */
 	double memfd_gbps;   /* fresh mapping of a filled memfd */
+	double memfd_warm_gbps;	    /* the same mapping, second pass */
+	double memfd_populate_gbps; /* fresh MAP_POPULATE mapping, mmap timed */
 	double publish_gbps; /* filling the ring, no subscriber */
 	double minflt, memfd_minflt;
 	char err[200];
@@ -380,7 +392,7 @@ struct catchup_sample {
 
 struct results {
 	double pp_first;
-	double *probes;
+	double *probes, *caps; /* probe round trips, parallel capacity */
 	int nprobes, cap_probes;
 	struct tp_cell *tp;
 	int ntp;
@@ -398,7 +410,8 @@ struct results {
 };
 
 void probe_note(const struct config *cfg, struct results *res,
-		double *before, double *after);
+		double *before, double *after, double *cap_before,
+		double *cap);
 
 /* ---- sections ---------------------------------------------------------- */
 
@@ -442,6 +455,7 @@ struct tp_scn {
 	int replay;	    /* crs: CRS_MODE_REPLAY */
 	int offer;	    /* crs: copying crs_pub_offer */
 	int is_default;
+	int spins;	    /* sender or receiver busy-polls */
 	int fan;	    /* usable for fan-out */
 	int needs_zmq;
 };
@@ -451,21 +465,68 @@ extern const int n_crs_tp_scns;
 extern const struct tp_scn base_tp_scns[];
 extern const int n_base_tp_scns;
 
-/* Report helpers (report.c). */
-void report_table(const struct config *cfg, const struct results *res);
-void report_json(const struct config *cfg, const struct results *res);
-int report_plots(const struct config *cfg, const struct results *res);
-const struct tp_cell *tp_find(const struct results *res, const char *name,
-			      size_t size);
-const struct lat_cell *lat_find(const struct results *res, const char *name,
-				size_t size);
-/* Median over rounds of a/b per round (0 if none). */
-double tp_ratio(const struct tp_cell *a, const struct tp_cell *b);
-double tp_median(const struct tp_cell *c, int what);
+/* ---- summaries shared by the outputs (summary.c) -------------------------
+ * A round of a spinning scenario is clean when the probes before and
+ * after it both got at least CLEAN_CPUS CPUs and both saw the fast
+ * cache-line state (round trip at most twice the run's quickest probe);
+ * every successful round of a blocking scenario is clean. Cell figures
+ * come from clean rounds when the cell has any (tp_auto), else from all
+ * rounds. Ratios are medians of per-round ratios, over rounds where both
+ * sides are clean if there are such, else over all rounds. */
+
+#define REF_CRS "crs-spin-p128"
+#define REF_BARE "bare-ring"
 enum { TP_RATE, TP_GBPS, TP_CPU, TP_UTIL };
+enum { LAT_P50, LAT_P90, LAT_P99, LAT_P999, LAT_MAX };
+
+void summary_init(struct results *res);
+int tp_clean(const struct tp_cell *c, const struct tp_sample *s);
+int lat_clean(const struct lat_cell *c, const struct lat_sample *s);
+double clean_rtt_max(void);
+int tp_nclean(const struct tp_cell *c);
+int tp_auto(const struct tp_cell *c);
+double tp_median(const struct tp_cell *c, int what, int clean);
+double tp_ratio_n(const struct tp_cell *a, const struct tp_cell *b,
+		  int clean, int *np);
+double tp_ratio(const struct tp_cell *a, const struct tp_cell *b);
+int lat_nclean(const struct lat_cell *c);
+const struct histo *lat_histo(const struct lat_cell *c);
+double lat_median(const struct lat_cell *c, int what, int clean);
+double lat_ratio_n(const struct lat_cell *a, const struct lat_cell *b,
+		   int what, int clean, int *np);
 double lat_ratio(const struct lat_cell *a, const struct lat_cell *b,
 		 int what);
-double lat_median(const struct lat_cell *c, int what);
-enum { LAT_P50, LAT_P90, LAT_P99, LAT_P999, LAT_MAX };
+const struct tp_cell *tp_find(const struct results *res, const char *name,
+			      size_t size);
+const struct tp_cell *fan_find(const struct results *res, const char *name,
+			       size_t size, int subs);
+const struct lat_cell *lat_find(const struct results *res, const char *name,
+				size_t size);
+const char *lat_base(const struct lat_cell *c);
+const char *tp_mode(const char *name);
+/* what: 0 last, 1 last p90, 2 last max, 3 first, 4 median, 5 commit */
+double wake_med(const struct wake_cell *c, int what);
+double wake_ratio(const struct wake_cell *a, const struct wake_cell *b);
+const struct wake_cell *wake_find(const struct results *res,
+				  const char *name);
+/* what: see summary.c */
+double cu_med(const struct results *res, int what);
+
+struct target {
+	char what[160];
+	double value, goal;
+	int higher_better; /* 1: value >= goal; 0: value <= goal */
+	int known;
+};
+int targets(const struct config *cfg, const struct results *res,
+	    struct target *t, int max);
+const char *verdict(const struct target *t);
+
+/* ---- outputs ------------------------------------------------------------ */
+
+void report_table(const struct config *cfg, const struct results *res);
+void report_json(const struct config *cfg, const struct results *res,
+		 FILE *f);
+int report_plots(const struct config *cfg, const struct results *res);
 
 #endif

@@ -209,11 +209,13 @@ void rep_err(struct proc_rep *rep, int err, const char *fmt, ...)
 	va_end(ap);
 }
 
-struct ctl *ctl_new(int nrecv)
+struct ctl *ctl_new(int nrecv, int64_t warm_ns)
 {
 	struct ctl *c = shared_alloc(sizeof(*c));
-	if (c)
+	if (c) {
 		c->nrecv = nrecv;
+		c->warm_ns = warm_ns;
+	}
 	return c;
 }
 
@@ -341,30 +343,50 @@ void win_close(struct win *w, uint64_t n)
  * state (shared/BENCHMARKING.md). */
 
 #define PP_BATCH 500
+#define PP_MIN_NS 5000000LL
 #define PP_MAX_NS 50000000LL
 #define PP_STOP UINT64_MAX
+
+static int64_t proc_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int probe_child(void *arg, int idx)
 {
 	(void)idx;
 	_Atomic uint64_t *w = arg;
+	_Atomic int64_t *cpu = (_Atomic int64_t *)((char *)arg + 64);
 	uint64_t want = 1;
+	int64_t c0 = 0;
 	for (;;) {
 		uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-		if (v == PP_STOP)
+		if (v == PP_STOP) {
+			atomic_store(cpu, proc_cpu_ns() - c0);
 			return 0;
+		}
 		if (v == want) {
+			if (v == 1)
+				c0 = proc_cpu_ns();
 			atomic_store_explicit(w, v + 1, memory_order_release);
 			want += 2;
 		}
 	}
 }
 
-double probe_ns(const struct config *cfg)
+/* Round trip in ns (median batch); *cap = CPUs the two spinning processes
+ * got during the probe (their CPU time over wall time: 2.0 when the
+ * machine really runs both at once, 1.0 when they take turns). */
+double probe_ns(const struct config *cfg, double *cap)
 {
+	*cap = 0;
 	_Atomic uint64_t *w = shared_alloc(4096);
 	if (!w)
 		return -1;
+	_Atomic int64_t *child_cpu = (_Atomic int64_t *)((char *)w + 64);
+	atomic_store(child_cpu, -1);
 	pid_t pid = spawn(cfg, 0, probe_child, (void *)w, 0);
 	if (pid < 0) {
 		shared_free((void *)w, 4096);
@@ -378,11 +400,9 @@ double probe_ns(const struct config *cfg)
 			break;
 	uint64_t v = 3;
 	int nb = (int)((cfg->pp_trips + PP_BATCH - 1) / PP_BATCH), done = 0;
-	if (nb > 200)
-		nb = 200;
-	double batch[200];
-	int64_t start = now_ns();
-	while (done < nb && atomic_load(w) == v - 1) {
+	double batch[400];
+	int64_t start = now_ns(), c0 = proc_cpu_ns(), t1 = start;
+	while (done < 400 && atomic_load(w) == v - 1) {
 		int64_t t0 = now_ns();
 		for (int i = 0; i < PP_BATCH; i++, v += 2) {
 			atomic_store_explicit(w, v, memory_order_release);
@@ -390,33 +410,46 @@ double probe_ns(const struct config *cfg)
 			       v + 1)
 				;
 		}
-		int64_t t1 = now_ns();
+		t1 = now_ns();
 		batch[done++] = (double)(t1 - t0) / PP_BATCH;
-		if (t1 - start > PP_MAX_NS)
+		if (t1 - start > PP_MAX_NS ||
+		    (done >= nb && t1 - start >= PP_MIN_NS))
 			break;
 	}
+	int64_t mine = proc_cpu_ns() - c0;
 	atomic_store_explicit(w, PP_STOP, memory_order_release);
 	reap_all(&pid, 1, now_ns() + 5000000000LL);
+	int64_t theirs = atomic_load(child_cpu);
+	if (done && theirs >= 0 && t1 > start)
+		*cap = (double)(mine + theirs) / (double)(t1 - start);
 	shared_free((void *)w, 4096);
 	return done ? median(batch, done) : -1;
 }
 
 /* Record the probe after a measurement; before = the previous one. */
 void probe_note(const struct config *cfg, struct results *res,
-		double *before, double *after)
+		double *before, double *after, double *cap_before,
+		double *cap)
 {
 	*before = res->nprobes ? res->probes[res->nprobes - 1] : 0;
-	double p = probe_ns(cfg);
+	*cap_before = res->nprobes ? res->caps[res->nprobes - 1] : 0;
+	double c, p = probe_ns(cfg, &c);
+	*after = p;
+	*cap = c;
 	if (res->nprobes == res->cap_probes) {
-		int cap = res->cap_probes ? 2 * res->cap_probes : 256;
-		double *np = realloc(res->probes, (size_t)cap * sizeof(*np));
-		if (!np) {
-			*after = p;
+		int n = res->cap_probes ? 2 * res->cap_probes : 256;
+		double *np = realloc(res->probes, (size_t)n * sizeof(*np));
+		double *nc = np ? realloc(res->caps, (size_t)n * sizeof(*nc))
+				: NULL;
+		if (!np || !nc) {
+			if (np)
+				res->probes = np;
 			return;
 		}
 		res->probes = np;
-		res->cap_probes = cap;
+		res->caps = nc;
+		res->cap_probes = n;
 	}
+	res->caps[res->nprobes] = c;
 	res->probes[res->nprobes++] = p;
-	*after = p;
 }

@@ -34,6 +34,7 @@ static void usage(FILE *f)
 		"  --quick             CI smoke run (under 30 s): few sizes, "
 		"rounds and subscribers,\n"
 		"                      64 MiB catch-up\n"
+		"  --json-file PATH    also write the JSON document to PATH\n"
 		"  --plot DIR          write .dat files and plots.gp to DIR, "
 		"render PNGs with gnuplot\n"
 		"  --section LIST      throughput,fanout,latency,wake,catchup "
@@ -68,6 +69,7 @@ static void usage(FILE *f)
 		"  --probe N           cache-line probe round trips (default "
 		"10000)\n"
 		"  --pin               senders on CPU 0, receivers on CPU 1\n"
+		"  --verbose           one line per measurement on stderr\n"
 		"  --list              list the scenarios\n");
 }
 
@@ -143,6 +145,7 @@ static void defaults(struct config *c)
 	       c->catchup_ring < (1ULL << 30))
 		c->catchup_ring <<= 1;
 	c->catchup_rounds = c->quick ? 1 : 3;
+	c->warm_ns = c->quick ? 20000000 : 100000000;
 	if (!c->pp_trips)
 		c->pp_trips = c->quick ? 2500 : 10000;
 	if (!c->sections)
@@ -155,6 +158,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "json", no_argument, 0, 'j' },
 		{ "quick", no_argument, 0, 'q' },
 		{ "plot", required_argument, 0, 'g' },
+		{ "json-file", required_argument, 0, 'J' },
 		{ "section", required_argument, 0, 'X' },
 		{ "scenario", required_argument, 0, 'S' },
 		{ "rounds", required_argument, 0, 'r' },
@@ -173,6 +177,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "probe", required_argument, 0, 'p' },
 		{ "pin", no_argument, 0, 'P' },
 		{ "list", no_argument, 0, 'l' },
+		{ "verbose", no_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -183,7 +188,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case 'j': c->json = 1; break;
 		case 'q': c->quick = 1; break;
 		case 'g': c->plot_dir = optarg; break;
+		case 'J': c->json_file = optarg; break;
 		case 'P': c->pin = 1; break;
+		case 'v': c->verbose = 1; break;
 		case 'X': {
 			char *dup = strdup(optarg), *save = NULL;
 			for (char *t = strtok_r(dup, ",", &save); t;
@@ -345,8 +352,8 @@ int main(int argc, char **argv)
 	struct results res = { 0 };
 	read_line("/proc/loadavg", NULL, res.load0, sizeof(res.load0));
 	int64_t start = now_ns();
-	double b, a;
-	probe_note(&cfg, &res, &b, &a);
+	double b, a, c0, c;
+	probe_note(&cfg, &res, &b, &a, &c0, &c);
 	int err = 0;
 	if (!err && (cfg.sections & SEC_TP))
 		err = tp_run(&cfg, &res);
@@ -363,15 +370,25 @@ int main(int argc, char **argv)
 	rmdir(cfg.tmpdir);
 	if (isatty(2))
 		fprintf(stderr, "\r%70s\r", "");
+	summary_init(&res);
 	if (err) {
 		fprintf(stderr, "crs-bench: %s\n", strerror(-err));
-		return 1;
-	}
-	if (cfg.json)
-		report_json(&cfg, &res);
-	else
+		res.failures++;
+	} else if (cfg.json) {
+		report_json(&cfg, &res, stdout);
+	} else {
 		report_table(&cfg, &res);
-	if (cfg.plot_dir) {
+	}
+	if (!err && cfg.json_file) {
+		FILE *f = fopen(cfg.json_file, "w");
+		if (f) {
+			report_json(&cfg, &res, f);
+			fclose(f);
+		} else {
+			perror(cfg.json_file);
+		}
+	}
+	if (!err && cfg.plot_dir) {
 		int r = report_plots(&cfg, &res);
 		if (r < 0)
 			fprintf(stderr, "crs-bench: --plot %s: %s\n",
@@ -383,5 +400,13 @@ int main(int argc, char **argv)
 				  : " (gnuplot not found or failed: run "
 				    "'gnuplot plots.gp' there)");
 	}
+	free(res.tp);
+	free(res.fan);
+	for (int i = 0; i < res.nlat; i++)
+		free(res.lat[i].round_h);
+	free(res.lat);
+	free(res.wake);
+	free(res.probes);
+	free(res.caps);
 	return res.failures ? 1 : 0;
 }

@@ -188,7 +188,7 @@ static void *crs_pp_open(struct pp *p, int who)
 	e->p = p;
 	e->block = !strcmp(p->sc->mode, "block");
 	crs_loop *loop;
-	if (crs_loop_new(&loop) == 0) {
+	if (e->block && crs_loop_new(&loop) == 0) {
 		snprintf(rep->engine, sizeof(rep->engine), "%s",
 			 crs_loop_engine(loop));
 		crs_loop_free(loop);
@@ -288,9 +288,11 @@ static int crs_pp_recv(void *ep, uint64_t *seq)
 static void crs_pp_close(void *ep)
 {
 	struct crs_ep *e = ep;
+	/* Leave first: a reader that stopped polling has not published
+	 * its last consumed position, and the peer would wait for it. */
+	crs_sub_close(e->sub);
 	crs_pub_complete(e->pub);
 	crs_pub_wait_consumed(e->pub, 2000);
-	crs_sub_close(e->sub);
 	crs_pub_close(e->pub);
 	free(e);
 }
@@ -396,6 +398,7 @@ static void fd_close(void *ep)
 #ifdef HAVE_ZMQ
 struct zmq_ep {
 	struct pp *p;
+	int who;
 	void *ctx, *s;
 	uint8_t *buf;
 	zmq_msg_t m;
@@ -419,9 +422,12 @@ static void *zpp_open(struct pp *p, int who)
 	if (!e)
 		return NULL;
 	e->p = p;
+	e->who = who;
 	e->buf = malloc(p->size);
 	e->ctx = zmq_ctx_new();
 	e->s = zmq_socket(e->ctx, ZMQ_PAIR);
+	int ivl = 1; /* B retries at once if A has not bound yet */
+	zmq_setsockopt(e->s, ZMQ_RECONNECT_IVL, &ivl, sizeof(ivl));
 	int r = who ? zmq_connect(e->s, p->name[0])
 		    : zmq_bind(e->s, p->name[0]);
 	if (r != 0) {
@@ -466,6 +472,15 @@ static int zpp_recv(void *ep, uint64_t *seq)
 static void zpp_close(void *ep)
 {
 	struct zmq_ep *e = ep;
+	/* libzmq 4.3 may drop the last message over ipc:// if its sender
+	 * closes at once (issue 4660): A says when it has the last echo. */
+	if (e->who == 0) {
+		atomic_store(&e->p->ctl->nwoken, 1);
+	} else {
+		int64_t give_up = now_ns() + 10000000000LL;
+		while (!atomic_load(&e->p->ctl->nwoken) && now_ns() < give_up)
+			sleep_ns(1000000);
+	}
 	zmq_msg_close(&e->m);
 	zmq_close(e->s);
 	zmq_ctx_term(e->ctx);
@@ -524,7 +539,9 @@ void lat_list(FILE *f)
 {
 	for (int i = 0; i < NLAT; i++)
 		fprintf(f, "%-20s %-8s %-9s %s%s\n", lat_scns[i].name,
-			lat_scns[i].baseline ? "baseline" : "crs", "latency",
+			strncmp(lat_scns[i].name, "crs-", 4) ? "baseline"
+							     : "crs",
+			"latency",
 			lat_scns[i].desc, lat_scns[i].mode[0] == 's'
 						  ? " [both spin]"
 						  : " [both sleep]");
@@ -620,7 +637,7 @@ static void lat_measure(const struct config *cfg, const struct lat_scn *sc,
 			.id = next_pp_id++ };
 	for (int i = 0; i < 4; i++)
 		p.fds[i] = -1;
-	p.ctl = ctl_new(1);
+	p.ctl = ctl_new(1, 0);
 	p.h = shared_alloc(sizeof(*p.h));
 	if (!p.ctl || !p.h) {
 		snprintf(s->err, sizeof(s->err), "out of memory");
@@ -687,16 +704,26 @@ int lat_run(const struct config *cfg, struct results *res)
 			struct lat_cell *cl = &res->lat[z * nsel + k];
 			cl->name = lat_scns[sel[k]].name;
 			cl->mode = lat_scns[sel[k]].mode;
+			cl->spins = !strcmp(cl->mode, "spin");
+			cl->round_h = calloc((size_t)cfg->rounds,
+					     sizeof(*cl->round_h));
 			cl->size = cfg->lat_sizes[z];
 			histo_reset(&cl->h);
+			histo_reset(&cl->clean);
 		}
 	for (int round = 0; round < cfg->rounds; round++)
 		for (int i = 0; i < res->nlat; i++) {
 			struct lat_cell *cl = &res->lat[i];
 			struct lat_sample *s = &cl->s[cl->n];
+			struct histo round_h;
+			histo_reset(&round_h);
 			lat_measure(cfg, &lat_scns[sel[i % nsel]], cl->size, s,
-				    &cl->h);
-			probe_note(cfg, res, &s->pp_before, &s->pp_after);
+				    &round_h);
+			histo_merge(&cl->h, &round_h);
+			probe_note(cfg, res, &s->pp_before, &s->pp_after,
+				   &s->cap_before, &s->cap);
+			if (cl->round_h)
+				cl->round_h[cl->n] = round_h;
 			if (!s->ok) {
 				cl->failed++;
 				res->failures++;

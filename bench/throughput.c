@@ -205,19 +205,19 @@ static int crs_setup(struct xfer *x)
 }
 
 const struct tp_scn crs_tp_scns[] = {
-	{ .name = "crs-spin-p128", .kind = "crs", .mode = "both spin",
+	{ .name = "crs-spin-p128", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "zero-copy: claim, write in place, commit; poll, read in "
 		  "place, release; prefetch 128 (the default)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 128, .is_default = 1 },
-	{ .name = "crs-offer-p128", .kind = "crs",
+	{ .name = "crs-offer-p128", .kind = "crs", .spins = 1,
 	  .mode = "sub spins; pub blocks in offer when refused",
 	  .desc = "copying: the publisher fills a private buffer and calls "
 		  "crs_pub_offer (claim, memcpy, commit; BLOCK overflow "
 		  "waits in crs_pub_wait); subscriber as crs-spin-p128",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 128, .offer = 1, .is_default = 1 },
-	{ .name = "crs-replay-p128", .kind = "crs", .mode = "both spin",
+	{ .name = "crs-replay-p128", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with the publisher in CRS_MODE_REPLAY "
 		  "(runs ahead of demand, bounded by the ring; retains)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
@@ -228,12 +228,12 @@ const struct tp_scn crs_tp_scns[] = {
 		  "refused, default spin_us (20 us of polling first)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 128, .blocking = 1, .is_default = 1 },
-	{ .name = "crs-spin-unbounded", .kind = "crs", .mode = "both spin",
+	{ .name = "crs-spin-unbounded", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with prefetch 0 and "
 		  "crs_sub_request(CRS_UNBOUNDED)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 0, .request = CRS_UNBOUNDED },
-	{ .name = "crs-spin-p4096", .kind = "crs", .mode = "both spin",
+	{ .name = "crs-spin-p4096", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with prefetch 4096",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 4096 },
@@ -291,12 +291,13 @@ static void tp_measure(const struct config *cfg, const struct tp_scn *sc,
 		       size_t size, int nrecv, struct tp_sample *s)
 {
 	memset(s, 0, sizeof(*s));
+	int64_t started = now_ns();
 	struct xfer x = { .cfg = cfg, .sc = sc, .size = size, .nrecv = nrecv,
 			  .id = next_id++ };
 	for (size_t i = 0; i < sizeof(x.fds) / sizeof(x.fds[0]); i++)
 		x.fds[i] = -1;
 	x.warmup = 2 * cfg->ring_bytes / (size + 8) + 1;
-	x.ctl = ctl_new(nrecv);
+	x.ctl = ctl_new(nrecv, cfg->warm_ns);
 	if (!x.ctl) {
 		snprintf(s->err, sizeof(s->err), "out of memory");
 		return;
@@ -376,6 +377,7 @@ static void tp_measure(const struct config *cfg, const struct tp_scn *sc,
 	s->waits = rep[0].waits;
 	s->empty = total ? (double)empty / (double)total : 0;
 	s->ok = !s->err[0] && rate > 0;
+	s->wall = (double)(now_ns() - started) / 1e9;
 	ctl_free(x.ctl);
 }
 
@@ -393,7 +395,8 @@ static bool usable(const struct config *cfg, const struct tp_scn *sc)
 static void note(const struct config *cfg, struct results *res,
 		 struct tp_cell *cl, struct tp_sample *s, int round)
 {
-	probe_note(cfg, res, &s->pp_before, &s->pp_after);
+	probe_note(cfg, res, &s->pp_before, &s->pp_after, &s->cap_before,
+		   &s->cap);
 	if (!s->ok) {
 		cl->failed++;
 		res->failures++;
@@ -401,7 +404,12 @@ static void note(const struct config *cfg, struct results *res,
 			cl->name, cl->size, cl->nsubs, round + 1, s->err);
 	}
 	cl->n++;
-	if (isatty(2))
+	if (cfg->verbose)
+		fprintf(stderr, "%d/%d %s %zu B x%d: %.3f M/s, %.2f cores, "
+			"%.2f s, probe %.0f ns%s%s\n", round + 1, cfg->rounds,
+			cl->name, cl->size, cl->nsubs, s->rate / 1e6, s->util,
+			s->wall, s->pp_after, s->ok ? "" : ": ", s->err);
+	else if (isatty(2))
 		fprintf(stderr, "\r%d/%d %s %zu B x%d: %.2f M/s        ",
 			round + 1, cfg->rounds, cl->name, cl->size, cl->nsubs,
 			s->rate / 1e6);
@@ -428,6 +436,7 @@ int tp_run(const struct config *cfg, struct results *res)
 		for (int k = 0; k < nsel; k++) {
 			struct tp_cell *cl = &res->tp[z * nsel + k];
 			cl->name = scn_at(sel[k])->name;
+			cl->spins = scn_at(sel[k])->spins;
 			cl->size = cfg->sizes[z];
 			cl->nsubs = 1;
 		}
@@ -464,6 +473,7 @@ int fan_run(const struct config *cfg, struct results *res)
 				struct tp_cell *cl =
 					&res->fan[z * per_size + f * nsel + k];
 				cl->name = scn_at(sel[k])->name;
+				cl->spins = scn_at(sel[k])->spins;
 				cl->size = cfg->fan_sizes[z];
 				cl->nsubs = cfg->fanout[f];
 			}

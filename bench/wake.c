@@ -34,9 +34,16 @@
 
 #define MAX_WAKES 200
 #define SETTLE_NS 5000000LL
+/* Subscribers open the stream at most this many at a time: more than 16
+ * handshakes at once make crs_sub_open fail (the publisher refuses the
+ * 17th pending handshake and the subscriber does not retry; with the
+ * poll engine the publisher serves its sockets only between 20 ms futex
+ * slices, so they pile up). notes/bench.md has the numbers. */
+#define OPENING_MAX 8
 
 struct wake_shared {
 	_Alignas(64) _Atomic uint32_t word; /* raw-futex */
+	_Alignas(64) _Atomic int opened;    /* subscribers past crs_sub_open */
 	_Alignas(64) pid_t pids[MAX_PROCS];
 	int64_t t0[MAX_WAKES];		     /* publisher: before the commit */
 	int64_t commit_ns[MAX_WAKES];	     /* duration of the commit/wake */
@@ -114,9 +121,11 @@ static int waker(void *arg, int idx)
 		po.spin_us = -1;
 		err = crs_pub_create(w->name, &po, &pub);
 		if (!err)
-			err = crs_pub_wait_subscribers(pub, w->subs, 60000);
+			err = crs_pub_wait_subscribers(pub, w->subs, 30000);
 		if (err) {
-			rep_err(rep, err, "publisher: %s", crs_strerror(err));
+			rep_err(rep, err, "publisher: %s (%d of %d subscribers "
+				"active)", crs_strerror(err),
+				pub ? crs_pub_subscribers(pub) : 0, w->subs);
 			goto out;
 		}
 	}
@@ -196,7 +205,12 @@ static int sleeper(void *arg, int idx)
 	so.spin_us = -1;
 	so.handshake_ms = 20000;
 	crs_sub *sub;
+	int64_t give_up = now_ns() + 30000000000LL;
+	while (atomic_load(&w->sh->opened) < idx - 1 - OPENING_MAX &&
+	       now_ns() < give_up)
+		sleep_ns(200000);
 	int err = crs_sub_open(w->name, &so, &sub);
+	atomic_fetch_add(&w->sh->opened, 1);
 	if (err) {
 		rep_err(rep, err, "subscribe: %s", crs_strerror(err));
 		return 1;
@@ -251,7 +265,7 @@ static void wake_measure(const struct config *cfg, const char *variant,
 			      .subs = cfg->wake_subs,
 			      .wakes = cfg->wake_rounds };
 	stream_name(w.name, sizeof(w.name), 100000 + next_wake_id++);
-	w.ctl = ctl_new(w.subs);
+	w.ctl = ctl_new(w.subs, 0);
 	w.sh = shared_alloc(sizeof(*w.sh));
 	if (!w.ctl || !w.sh) {
 		snprintf(s->err, sizeof(s->err), "out of memory");
@@ -262,11 +276,23 @@ static void wake_measure(const struct config *cfg, const char *variant,
 	for (int i = 1; i <= w.subs; i++)
 		pids[i] = spawn(cfg, i & 1, sleeper, &w, i);
 	int failed = reap_all(pids, w.subs + 1, now_ns() + WATCHDOG_NS);
-	for (int i = 0; i <= w.subs && !s->err[0]; i++)
-		if (w.ctl->rep[i].err)
-			snprintf(s->err, sizeof(s->err), "%s %d: %s",
-				 i ? "subscriber" : "publisher", i,
-				 w.ctl->rep[i].msg);
+	if (cfg->verbose)
+		for (int i = 0; i <= w.subs; i++)
+			if (w.ctl->rep[i].err)
+				fprintf(stderr, "  wake %s process %d: %s\n",
+					variant, i, w.ctl->rep[i].msg);
+	int nbad = 0, first_bad = 0;
+	for (int i = 1; i <= w.subs; i++)
+		if (w.ctl->rep[i].err && !nbad++)
+			first_bad = i;
+	if (w.ctl->rep[0].err)
+		snprintf(s->err, sizeof(s->err), "publisher: %.60s; %d subscribers "
+			 "failed%s%.60s", w.ctl->rep[0].msg, nbad,
+			 nbad ? ", first: " : "",
+			 nbad ? w.ctl->rep[first_bad].msg : "");
+	else if (nbad)
+		snprintf(s->err, sizeof(s->err), "%d subscribers failed, first "
+			 "(%d): %.100s", nbad, first_bad, w.ctl->rep[first_bad].msg);
 	if (!s->err[0] && failed)
 		snprintf(s->err, sizeof(s->err), "%d processes failed", failed);
 	snprintf(s->engine, sizeof(s->engine), "%s", w.ctl->rep[1].engine);
@@ -316,8 +342,8 @@ int wake_run(const struct config *cfg, struct results *res)
 			struct wake_cell *cl = &res->wake[k];
 			struct wake_sample *s = &cl->s[cl->n++];
 			wake_measure(cfg, cl->name, s);
-			double before, after;
-			probe_note(cfg, res, &before, &after);
+			double before, after, cap0, cap;
+			probe_note(cfg, res, &before, &after, &cap0, &cap);
 			if (!s->ok) {
 				cl->failed++;
 				res->failures++;

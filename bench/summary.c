@@ -1,0 +1,356 @@
+/*
+ * summary.c - the figures every output shares: medians over rounds,
+ * per-round ratios, the clean-round filter, finding cells, the targets.
+ *
+ * Every summary is a median over rounds; every ratio is the median over
+ * rounds of the per-round ratio of two scenarios measured in the same
+ * round (shared/BENCHMARKING.md), never a ratio of figures from
+ * different moments.
+ */
+#include <stdlib.h>
+
+#include "bench.h"
+
+/* ---- summaries -----------------------------------------------------------
+ * "clean" rounds: the probes before and after the measurement both got at
+ * least CLEAN_CPUS CPUs, i.e. the machine ran two processes at once around
+ * it. Figures are given over clean rounds when there are any (else over
+ * all rounds, marked), and over all rounds in the JSON as well. */
+
+
+static double rtt_max = 1e300;
+
+/* The fast state: round trips up to twice the quickest probe of the run. */
+void summary_init(struct results *res)
+{
+	double lo = 0;
+	for (int i = 0; i < res->nprobes; i++)
+		if (res->probes[i] > 0 && (!lo || res->probes[i] < lo))
+			lo = res->probes[i];
+	rtt_max = lo > 0 ? 2 * lo : 1e300;
+	for (int i = 0; i < res->nlat; i++) {
+		struct lat_cell *c = &res->lat[i];
+		histo_reset(&c->clean);
+		for (int k = 0; c->round_h && k < c->n; k++)
+			if (lat_clean(c, &c->s[k]))
+				histo_merge(&c->clean, &c->round_h[k]);
+	}
+}
+
+double clean_rtt_max(void)
+{
+	return rtt_max;
+}
+
+static int state_ok(double cap0, double cap1, double rtt0, double rtt1)
+{
+	return cap0 >= CLEAN_CPUS && cap1 >= CLEAN_CPUS && rtt0 > 0 &&
+	       rtt1 > 0 && rtt0 <= rtt_max && rtt1 <= rtt_max;
+}
+
+int tp_clean(const struct tp_cell *c, const struct tp_sample *s)
+{
+	return s->ok && (!c->spins || state_ok(s->cap_before, s->cap,
+					       s->pp_before, s->pp_after));
+}
+
+int lat_clean(const struct lat_cell *c, const struct lat_sample *s)
+{
+	return s->ok && (!c->spins || state_ok(s->cap_before, s->cap,
+					       s->pp_before, s->pp_after));
+}
+
+static double tp_val(const struct tp_sample *s, size_t size, int what)
+{
+	switch (what) {
+	case TP_GBPS: return s->rate * (double)size / 1e9;
+	case TP_CPU: return s->cpu_ns;
+	case TP_UTIL: return s->util;
+	default: return s->rate;
+	}
+}
+
+int tp_nclean(const struct tp_cell *c)
+{
+	int n = 0;
+	for (int i = 0; c && i < c->n; i++)
+		n += tp_clean(c, &c->s[i]);
+	return n;
+}
+
+double tp_median(const struct tp_cell *c, int what, int clean)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; c && i < c->n; i++)
+		if (clean ? tp_clean(c, &c->s[i]) : c->s[i].ok)
+			v[n++] = tp_val(&c->s[i], c->size, what);
+	return median(v, n);
+}
+
+/* Median over rounds of a/b in the same round; *np: rounds used. */
+double tp_ratio_n(const struct tp_cell *a, const struct tp_cell *b,
+			 int clean, int *np)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	if (a && b)
+		for (int i = 0; i < a->n && i < b->n; i++) {
+			const struct tp_sample *x = &a->s[i], *y = &b->s[i];
+			if ((clean ? tp_clean(a, x) && tp_clean(b, y)
+				   : x->ok && y->ok) &&
+			    y->rate > 0)
+				v[n++] = x->rate / y->rate;
+		}
+	if (np)
+		*np = n;
+	return median(v, n);
+}
+
+/* Clean rounds if any pair is clean, else all rounds. */
+double tp_ratio(const struct tp_cell *a, const struct tp_cell *b)
+{
+	int n;
+	double r = tp_ratio_n(a, b, 1, &n);
+	return n ? r : tp_ratio_n(a, b, 0, NULL);
+}
+
+static double lat_val(const struct lat_sample *s, int what)
+{
+	switch (what) {
+	case LAT_P90: return s->p90;
+	case LAT_P99: return s->p99;
+	case LAT_P999: return s->p999;
+	case LAT_MAX: return s->max;
+	default: return s->p50;
+	}
+}
+
+int lat_nclean(const struct lat_cell *c)
+{
+	int n = 0;
+	for (int i = 0; c && i < c->n; i++)
+		n += lat_clean(c, &c->s[i]);
+	return n;
+}
+
+double lat_median(const struct lat_cell *c, int what, int clean)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; c && i < c->n; i++)
+		if (clean ? lat_clean(c, &c->s[i]) : c->s[i].ok)
+			v[n++] = lat_val(&c->s[i], what);
+	return median(v, n);
+}
+
+double lat_ratio_n(const struct lat_cell *a, const struct lat_cell *b,
+			  int what, int clean, int *np)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	if (a && b)
+		for (int i = 0; i < a->n && i < b->n; i++) {
+			const struct lat_sample *x = &a->s[i], *y = &b->s[i];
+			if ((clean ? lat_clean(a, x) && lat_clean(b, y)
+				   : x->ok && y->ok) &&
+			    lat_val(y, what) > 0)
+				v[n++] = lat_val(x, what) / lat_val(y, what);
+		}
+	if (np)
+		*np = n;
+	return median(v, n);
+}
+
+double lat_ratio(const struct lat_cell *a, const struct lat_cell *b,
+			int what)
+{
+	int n;
+	double r = lat_ratio_n(a, b, what, 1, &n);
+	return n ? r : lat_ratio_n(a, b, what, 0, NULL);
+}
+
+const struct tp_cell *tp_find(const struct results *res, const char *name,
+			      size_t size)
+{
+	for (int i = 0; i < res->ntp; i++)
+		if (res->tp[i].size == size && !strcmp(res->tp[i].name, name))
+			return &res->tp[i];
+	return NULL;
+}
+
+const struct tp_cell *fan_find(const struct results *res,
+				      const char *name, size_t size, int subs)
+{
+	for (int i = 0; i < res->nfan; i++)
+		if (res->fan[i].size == size && res->fan[i].nsubs == subs &&
+		    !strcmp(res->fan[i].name, name))
+			return &res->fan[i];
+	return NULL;
+}
+
+const struct lat_cell *lat_find(const struct results *res, const char *name,
+				size_t size)
+{
+	for (int i = 0; i < res->nlat; i++)
+		if (res->lat[i].size == size && !strcmp(res->lat[i].name, name))
+			return &res->lat[i];
+	return NULL;
+}
+
+const char *lat_base(const struct lat_cell *c)
+{
+	return !strcmp(c->mode, "spin") ? "raw-spin" : "raw-futex";
+}
+
+const char *tp_mode(const char *name)
+{
+	for (int i = 0; i < n_crs_tp_scns; i++)
+		if (!strcmp(crs_tp_scns[i].name, name))
+			return crs_tp_scns[i].mode;
+	for (int i = 0; i < n_base_tp_scns; i++)
+		if (!strcmp(base_tp_scns[i].name, name))
+			return base_tp_scns[i].mode;
+	return "?";
+}
+
+double wake_med(const struct wake_cell *c, int what)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; i < c->n; i++) {
+		const struct wake_sample *s = &c->s[i];
+		if (!s->ok)
+			continue;
+		v[n++] = what == 0   ? s->last_med
+			 : what == 1 ? s->last_p90
+			 : what == 2 ? s->last_max
+			 : what == 3 ? s->first_med
+			 : what == 4 ? s->mid_med
+				     : s->commit_med;
+	}
+	return median(v, n);
+}
+
+double wake_ratio(const struct wake_cell *a, const struct wake_cell *b)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; i < a->n && i < b->n; i++)
+		if (a->s[i].ok && b->s[i].ok && b->s[i].last_med > 0)
+			v[n++] = a->s[i].last_med / b->s[i].last_med;
+	return median(v, n);
+}
+
+const struct wake_cell *wake_find(const struct results *res,
+					 const char *name)
+{
+	for (int i = 0; i < res->nwake; i++)
+		if (!strcmp(res->wake[i].name, name))
+			return &res->wake[i];
+	return NULL;
+}
+
+double cu_med(const struct results *res, int what)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; i < res->ncatchup; i++) {
+		const struct catchup_sample *s = &res->catchup[i];
+		if (!s->ok)
+			continue;
+		v[n++] = what == 0   ? s->catchup_gbps
+			 : what == 1 ? s->read_gbps
+			 : what == 2 ? s->membw_gbps
+			 : what == 3 ? s->memfd_gbps
+			 : what == 4 ? s->catchup_gbps / s->membw_gbps
+			 : what == 5 ? s->open_ms
+			 : what == 6 ? s->minflt
+			 : what == 7 ? s->publish_gbps
+			 : what == 8 ? s->memfd_minflt
+			 : what == 10 ? s->memfd_warm_gbps
+			 : what == 11 ? s->memfd_populate_gbps
+			 : what == 12 ? s->catchup_gbps / s->memfd_gbps
+				     : s->read_gbps / s->membw_gbps;
+	}
+	return median(v, n);
+}
+
+/* ---- targets ------------------------------------------------------------ */
+
+
+int targets(const struct config *cfg, const struct results *res,
+		   struct target *t, int max)
+{
+	int n = 0;
+	memset(t, 0, sizeof(*t) * (size_t)max);
+	for (int z = 0; res->nlat && z < cfg->nlat_sizes && n + 2 <= max;
+	     z++) {
+		size_t size = cfg->lat_sizes[z];
+		const struct lat_cell *u = lat_find(res, "crs-block-uring", size),
+				      *f = lat_find(res, "raw-futex", size),
+				      *p = lat_find(res, "pipe", size);
+		char sz[16];
+		fmt_size(sz, sizeof(sz), size);
+		snprintf(t[n].what, sizeof(t[n].what),
+			 "blocking ping-pong %s: crs io_uring p50 / raw futex p50",
+			 sz);
+		t[n].value = lat_ratio(u, f, LAT_P50);
+		t[n].goal = 1.3;
+		t[n].known = u && f && t[n].value > 0;
+		n++;
+		snprintf(t[n].what, sizeof(t[n].what),
+			 "blocking ping-pong %s: crs io_uring p50 / pipe p50",
+			 sz);
+		t[n].value = lat_ratio(u, p, LAT_P50);
+		t[n].goal = 1.0;
+		t[n].known = u && p && t[n].value > 0;
+		n++;
+	}
+	for (int z = 0; z < cfg->nsizes && n < max; z++) {
+		size_t size = cfg->sizes[z];
+		const struct tp_cell *r = tp_find(res, "crs-replay-p128", size),
+				     *p = tp_find(res, REF_CRS, size);
+		if (!r || !p)
+			continue;
+		char sz[16];
+		fmt_size(sz, sizeof(sz), size);
+		snprintf(t[n].what, sizeof(t[n].what),
+			 "replay / publish throughput, %s", sz);
+		t[n].value = tp_ratio(r, p);
+		t[n].goal = 0.9;
+		t[n].higher_better = 1;
+		t[n].known = t[n].value > 0;
+		n++;
+	}
+	if (res->ncatchup && n < max) {
+		snprintf(t[n].what, sizeof(t[n].what),
+			 "catch-up / memory read bandwidth");
+		t[n].value = cu_med(res, 4);
+		t[n].goal = 0.5;
+		t[n].higher_better = 1;
+		t[n].known = t[n].value > 0;
+		n++;
+	}
+	return n;
+}
+
+const char *verdict(const struct target *t)
+{
+	if (!t->known)
+		return "not measured";
+	int met = t->higher_better ? t->value >= t->goal : t->value <= t->goal;
+	return met ? "met" : "NOT met";
+}
+
+/* A cell's figures: over its clean rounds when it has any, else over all
+ * of them (the table marks those with '*'). */
+int tp_auto(const struct tp_cell *c)
+{
+	return tp_nclean(c) > 0;
+}
+
+const struct histo *lat_histo(const struct lat_cell *c)
+{
+	return c->clean.count ? &c->clean : &c->h;
+}
