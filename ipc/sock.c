@@ -34,7 +34,7 @@ int ipc_sock_listen(const char *path)
 	/* Reachable for any local peer the directory lets in: who may
 	 * subscribe is decided by peer credentials, not file modes. */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, 0666) < 0 || listen(fd, 64) < 0) {
+	    chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
 		err = -errno;
 		close(fd);
 		return err;

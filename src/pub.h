@@ -15,7 +15,7 @@
 #include "name.h"
 #include "retain.h"
 
-#define PUB_MAX_PENDING 16
+#define PUB_MAX_PENDING 32
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
 #define PUB_SERVE_EVERY 16	    /* commits between clock checks */
 #define PUB_SPIN_NS 20000	    /* default: poll this long before parking */
@@ -89,6 +89,7 @@ struct crs_pub {
 	int data_fd;
 	uint64_t data_size;
 	int listen_fd;
+	int listen_paused; /* out of the epoll set: handshake table full */
 	int lock_fd;
 	int ep; /* epoll set: listen socket, pending and slot sockets */
 	uint32_t max_subscribers;

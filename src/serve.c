@@ -186,6 +186,14 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 	return 0;
 }
 
+/* A handshake slot was freed: watch the listener again. */
+static void pending_freed(struct crs_pub *pub)
+{
+	if (pub->listen_paused &&
+	    ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN) == 0)
+		pub->listen_paused = 0;
+}
+
 /* A pending connection spoke (or hung up): decode its HELLO. */
 static void pending_ready(struct crs_pub *pub, int i)
 {
@@ -198,6 +206,7 @@ static void pending_ready(struct crs_pub *pub, int i)
 		return;
 	ipc_epoll_del(pub->ep, fd);
 	pub->pending[i].fd = -1;
+	pending_freed(pub);
 	for (int k = 0; k < nfds; k++)
 		ipc_close(fds[k]);
 	int type = n > 0 ? crs_hs_decode(buf, (size_t)n, &m) : n;
@@ -229,18 +238,26 @@ static void pending_ready(struct crs_pub *pub, int i)
 	ipc_close(fd);
 }
 
+/* Accept while there is room to track handshakes; the rest wait in the
+ * listen backlog (never refused for arriving together). */
 static void accept_all(struct crs_pub *pub)
 {
 	for (;;) {
-		int fd = ipc_sock_accept(pub->listen_fd);
-		if (fd < 0)
-			return;
 		int i = 0;
 		while (i < PUB_MAX_PENDING && pub->pending[i].fd >= 0)
 			i++;
-		if (i == PUB_MAX_PENDING ||
-		    ipc_epoll_add(pub->ep, fd, PUB_EV_PENDING(i)) < 0) {
-			reject(fd, EAGAIN, "too many pending handshakes");
+		if (i == PUB_MAX_PENDING) {
+			/* Stop watching the listener until a handshake ends,
+			 * or its readiness would wake us for nothing. */
+			ipc_epoll_del(pub->ep, pub->listen_fd);
+			pub->listen_paused = 1;
+			return;
+		}
+		int fd = ipc_sock_accept(pub->listen_fd);
+		if (fd < 0)
+			return;
+		if (ipc_epoll_add(pub->ep, fd, PUB_EV_PENDING(i)) < 0) {
+			reject(fd, EAGAIN, "cannot track this handshake");
 			ipc_close(fd);
 			continue;
 		}
@@ -276,6 +293,7 @@ static void expire_pending(struct crs_pub *pub, int64_t now)
 			ipc_epoll_del(pub->ep, p->fd);
 			ipc_close(p->fd);
 			p->fd = -1;
+			pending_freed(pub);
 		}
 	}
 }

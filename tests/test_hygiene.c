@@ -159,6 +159,48 @@ static void test_stale_leftovers_reclaimed(void **state)
 	assert_int_equal(dir_entries(name), 0);
 }
 
+static int opener(void *arg, int chan)
+{
+	(void)chan;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(arg, 1, &sub), 0);
+	struct crs_msg m;
+	CHECK_EQ(tu_sub_next(sub, &m, 20000), -CRS_EEND);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* Forty subscribers knock at once (more than the handshakes a publisher
+ * tracks at a time): every one is admitted, none refused. */
+static void many_at_once(int no_uring)
+{
+	enum { N = 40 };
+	char name[64];
+	tu_name(name, sizeof(name), "crowd");
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, NULL, &pub), 0);
+	pid_t pids[N];
+	for (int i = 0; i < N; i++)
+		pids[i] = tu_spawn_engine(opener, name, NULL, 60, no_uring);
+	assert_int_equal(crs_pub_wait_subscribers(pub, N, 30000), 0);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(tu_serve_wait_child(pub, pids[i], 20000), 0);
+	crs_pub_close(pub);
+}
+
+static void test_many_at_once(void **state)
+{
+	(void)state;
+	many_at_once(0);
+}
+
+static void test_many_at_once_poll(void **state)
+{
+	(void)state;
+	many_at_once(1);
+}
+
 int main(void)
 {
 	tu_init();
@@ -166,6 +208,8 @@ int main(void)
 		TU_TEST(test_publisher_cycles),
 		TU_TEST(test_subscriber_cycles),
 		TU_TEST(test_stale_leftovers_reclaimed),
+		TU_TEST(test_many_at_once),
+		TU_TEST(test_many_at_once_poll),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
