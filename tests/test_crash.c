@@ -25,17 +25,6 @@
 #define MAXLEN 2000
 #define END_WAIT_MS 10000 /* a dead publisher must be noticed by then */
 
-static crs_pub *make_pub(const char *name, uint64_t ring)
-{
-	struct crs_pub_opts o;
-	crs_pub_opts_init(&o);
-	o.ring_bytes = ring;
-	o.max_message = 0;
-	crs_pub *pub = NULL;
-	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
-	return pub;
-}
-
 enum { PUB_READY = 1, PROGRESS, REPORT, CLAIMED };
 
 /* ---- publisher killed ---------------------------------------------------- */
@@ -299,7 +288,7 @@ static void test_subscriber_killed_releases_demand(void **state)
 	struct tu_agents g; /* 0: victim (io_uring), 1: survivor, 2: victim
 			       (fallback engine) */
 	assert_int_equal(tu_agents_start(&g, 3, &arg), 0);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	uint64_t v;
 	assert_int_equal(tu_cmd(g.chan[0], TU_CMD_REQUEST, 10, &v, 10000), 0);
@@ -353,7 +342,7 @@ static void test_subscriber_killed_releases_room(void **state)
 	struct tu_agent_arg arg = { name, 0, 0, MAXLEN };
 	struct tu_agents g; /* 0: reads nothing, 1: reads everything */
 	assert_int_equal(tu_agents_start(&g, 2, &arg), 0);
-	crs_pub *pub = make_pub(name, 1 << 14);
+	crs_pub *pub = tu_make_pub(name, 1 << 14);
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_REQUEST, CRS_UNBOUNDED, NULL),
 			 0);

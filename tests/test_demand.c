@@ -14,27 +14,6 @@
 
 #define MAXLEN 200
 
-static crs_pub *make_pub(const char *name, uint64_t ring)
-{
-	struct crs_pub_opts o;
-	crs_pub_opts_init(&o);
-	o.ring_bytes = ring;
-	o.max_message = 0;
-	crs_pub *pub = NULL;
-	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
-	return pub;
-}
-
-static void publish(crs_pub *pub, uint64_t *seq, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++, (*seq)++) {
-		int r = tu_pub_send(pub, *seq, tu_len(*seq, MAXLEN), 20000);
-		if (r)
-			fail_msg("message %llu: %s", (unsigned long long)*seq,
-				 crs_strerror(r));
-	}
-}
-
 /* ---- request(0) --------------------------------------------------------- */
 
 enum { GO = 1, DONE, NOTE };
@@ -86,14 +65,14 @@ static void test_request_zero(void **state)
 	assert_int_equal(tu_agents_start(&other, 1, &arg), 0);
 	int chan;
 	pid_t pid = tu_spawn(child_request_zero, name, &chan, 60);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(tu_agents_ready(&other, pub), 0);
 	assert_int_equal(crs_pub_wait_subscribers(pub, 2, 10000), 0);
 	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
 	assert_int_equal(tu_agents_cmd(&other, TU_CMD_REQUEST, 50, NULL), 0);
 	assert_true(crs_pub_demand(pub) == 2);
 	uint64_t seq = 0;
-	publish(pub, &seq, 2);
+	tu_publish(pub, MAXLEN, &seq, 2);
 	assert_true(crs_pub_demand(pub) == 0);
 
 	assert_int_equal(tu_send(chan, GO, 0), 0);
@@ -102,7 +81,7 @@ static void test_request_zero(void **state)
 	 * the other subscriber's. */
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	assert_true(crs_pub_demand(pub) == 48);
-	publish(pub, &seq, 48);
+	tu_publish(pub, MAXLEN, &seq, 48);
 	assert_int_equal(tu_agents_cmd(&other, TU_CMD_RECV, 50, NULL), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(tu_agents_cmd(&other, TU_CMD_END, 0, NULL), 0);
@@ -123,7 +102,7 @@ static void test_requests_accumulate(void **state)
 	struct tu_agent_arg arg = { name, 0, 0, MAXLEN };
 	struct tu_agents g;
 	assert_int_equal(tu_agents_start(&g, 1, &arg), 0);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	uint64_t v, total = 0, seq = 0;
 	for (uint64_t n = 1; n <= 10; n++) {
@@ -132,7 +111,7 @@ static void test_requests_accumulate(void **state)
 		assert_int_equal(v, total);
 		assert_true(crs_pub_demand(pub) == total - seq);
 	}
-	publish(pub, &seq, 20);
+	tu_publish(pub, MAXLEN, &seq, 20);
 	assert_true(crs_pub_demand(pub) == total - 20);
 	/* Huge requests saturate at unbounded instead of wrapping. */
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_REQUEST, CRS_UNBOUNDED / 2,
@@ -144,7 +123,7 @@ static void test_requests_accumulate(void **state)
 			 0);
 	assert_true(v == CRS_UNBOUNDED);
 	assert_true(crs_pub_demand(pub) == CRS_UNBOUNDED);
-	publish(pub, &seq, 100);
+	tu_publish(pub, MAXLEN, &seq, 100);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 120, &v), 0);
 	assert_int_equal(v, 120);
 	assert_int_equal(crs_pub_complete(pub), 0);
@@ -163,14 +142,14 @@ static void test_cancel_releases_demand(void **state)
 	struct tu_agent_arg arg = { name, 0, 0, MAXLEN };
 	struct tu_agents g; /* agent 0: slow, then cancels; 1: steady */
 	assert_int_equal(tu_agents_start(&g, 2, &arg), 0);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	uint64_t v;
 	assert_int_equal(tu_cmd(g.chan[0], TU_CMD_REQUEST, 3, &v, 10000), 0);
 	assert_int_equal(tu_cmd(g.chan[1], TU_CMD_REQUEST, 50, &v, 10000), 0);
 	assert_true(crs_pub_demand(pub) == 3);
 	uint64_t seq = 0;
-	publish(pub, &seq, 3);
+	tu_publish(pub, MAXLEN, &seq, 3);
 	assert_true(crs_pub_demand(pub) == 0);
 	assert_int_equal(tu_cmd(g.chan[0], TU_CMD_RECV, 2, &v, 10000), 0);
 
@@ -189,7 +168,7 @@ static void test_cancel_releases_demand(void **state)
 	/* The publisher no longer counts it: demand is the other's. */
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	assert_true(crs_pub_demand(pub) == 47);
-	publish(pub, &seq, 47);
+	tu_publish(pub, MAXLEN, &seq, 47);
 	assert_int_equal(tu_cmd(g.chan[1], TU_CMD_RECV, 50, &v, 10000), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(tu_cmd(g.chan[1], TU_CMD_END, 0, &v, 10000), 0);
@@ -208,7 +187,7 @@ static void test_cancel_releases_room(void **state)
 	struct tu_agent_arg arg = { name, 0, 0, MAXLEN };
 	struct tu_agents g;
 	assert_int_equal(tu_agents_start(&g, 2, &arg), 0);
-	crs_pub *pub = make_pub(name, 4096);
+	crs_pub *pub = tu_make_pub(name, 4096);
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_REQUEST, CRS_UNBOUNDED, NULL),
 			 0);
@@ -229,7 +208,7 @@ static void test_cancel_releases_room(void **state)
 	assert_true(crs_pub_demand(pub) == CRS_UNBOUNDED);
 	assert_int_equal(tu_cmd(g.chan[0], TU_CMD_CANCEL, 0, NULL, 10000), 0);
 	/* Room comes back without any help from the cancelled one. */
-	publish(pub, &seq, 1000 - seq);
+	tu_publish(pub, MAXLEN, &seq, 1000 - seq);
 	assert_int_equal(tu_expect(g.chan[1], TU_ACK, NULL, 20000), 0);
 	assert_int_equal(crs_pub_subscribers(pub), 1);
 	assert_int_equal(crs_pub_complete(pub), 0);
@@ -297,12 +276,12 @@ static void run_prefetch(uint32_t prefetch, uint32_t replenish)
 	struct prefetch_arg a = { name, prefetch, replenish, 3 };
 	int chan;
 	pid_t pid = tu_spawn(child_prefetch, &a, &chan, 60);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
 	assert_true(crs_pub_demand(pub) == prefetch);
 	uint64_t seq = 0;
-	publish(pub, &seq, prefetch);
+	tu_publish(pub, MAXLEN, &seq, prefetch);
 	void *p;
 	assert_int_equal(crs_pub_claim(pub, 1, &p), -CRS_ENODEMAND);
 	assert_int_equal(tu_send(chan, GO, 0), 0);
@@ -313,7 +292,7 @@ static void run_prefetch(uint32_t prefetch, uint32_t replenish)
 		/* Replenished by exactly one batch: the publisher sees it. */
 		assert_true(crs_pub_demand(pub) ==
 			    prefetch + (uint64_t)round * replenish - seq);
-		publish(pub, &seq, prefetch + (uint64_t)round * replenish - seq);
+		tu_publish(pub, MAXLEN, &seq, prefetch + (uint64_t)round * replenish - seq);
 		assert_int_equal(crs_pub_claim(pub, 1, &p), -CRS_ENODEMAND);
 		assert_int_equal(tu_send(chan, GO, 0), 0);
 	}

@@ -14,27 +14,6 @@
 
 #define MAXLEN 200
 
-static crs_pub *make_pub(const char *name, uint64_t ring)
-{
-	struct crs_pub_opts o;
-	crs_pub_opts_init(&o);
-	o.ring_bytes = ring;
-	o.max_message = 0;
-	crs_pub *pub = NULL;
-	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
-	return pub;
-}
-
-static void publish(crs_pub *pub, uint64_t *seq, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++, (*seq)++) {
-		int r = tu_pub_send(pub, *seq, tu_len(*seq, MAXLEN), 20000);
-		if (r)
-			fail_msg("message %llu: %s", (unsigned long long)*seq,
-				 crs_strerror(r));
-	}
-}
-
 /* n agents subscribed with prefetch, on a new stream. */
 static crs_pub *start(struct tu_agents *g, char *name, int n, uint32_t prefetch,
 		      uint64_t ring)
@@ -42,7 +21,7 @@ static crs_pub *start(struct tu_agents *g, char *name, int n, uint32_t prefetch,
 	tu_name(name, 64, "term");
 	struct tu_agent_arg arg = { name, prefetch, 0, MAXLEN };
 	assert_int_equal(tu_agents_start(g, n, &arg), 0);
-	crs_pub *pub = make_pub(name, ring);
+	crs_pub *pub = tu_make_pub(name, ring);
 	assert_int_equal(tu_agents_ready(g, pub), 0);
 	return pub;
 }
@@ -54,7 +33,7 @@ static void test_complete_after_messages(void **state)
 	struct tu_agents g;
 	crs_pub *pub = start(&g, name, 3, 128, 1 << 16);
 	uint64_t seq = 0, recv[TU_MAX_AGENTS];
-	publish(pub, &seq, 100);
+	tu_publish(pub, MAXLEN, &seq, 100);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	/* Nobody has read anything yet: all 100, then the completion. */
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 100, NULL), 0);
@@ -74,7 +53,7 @@ static void test_complete_after_many_messages(void **state)
 	crs_pub *pub = start(&g, name, 2, 128, 4096);
 	uint64_t seq = 0;
 	assert_int_equal(tu_agents_send(&g, TU_CMD_RECV, 5000), 0);
-	publish(pub, &seq, 5000);
+	tu_publish(pub, MAXLEN, &seq, 5000);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(tu_agents_collect(&g, NULL, 30000), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_END, 0, NULL), 0);
@@ -89,7 +68,7 @@ static void test_error_after_messages(void **state)
 	struct tu_agents g;
 	crs_pub *pub = start(&g, name, 3, 128, 1 << 16);
 	uint64_t seq = 0;
-	publish(pub, &seq, 77);
+	tu_publish(pub, MAXLEN, &seq, 77);
 	assert_int_equal(crs_pub_error(pub, 42, "boom"), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 77, NULL), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_END, 42, NULL), 0);
@@ -107,7 +86,7 @@ static void test_terminal_is_final(void **state)
 	assert_int_equal(crs_pub_error(pub, 0, "zero"), -EINVAL);
 	assert_int_equal(crs_pub_error(pub, -5, "negative"), -EINVAL);
 	uint64_t seq = 0;
-	publish(pub, &seq, 3);
+	tu_publish(pub, MAXLEN, &seq, 3);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(crs_pub_complete(pub), -ESHUTDOWN);
 	assert_int_equal(crs_pub_error(pub, 5, "late"), -ESHUTDOWN);
@@ -130,7 +109,7 @@ static void test_terminal_open_claim(void **state)
 	struct tu_agents g;
 	crs_pub *pub = start(&g, name, 2, 128, 4096);
 	uint64_t seq = 0;
-	publish(pub, &seq, 10);
+	tu_publish(pub, MAXLEN, &seq, 10);
 	void *p;
 	assert_int_equal(crs_pub_claim(pub, 500, &p), 0);
 	memset(p, 0xee, 500);
@@ -149,7 +128,7 @@ static void test_close_without_complete(void **state)
 	struct tu_agents g;
 	crs_pub *pub = start(&g, name, 2, 128, 1 << 16);
 	uint64_t seq = 0;
-	publish(pub, &seq, 20);
+	tu_publish(pub, MAXLEN, &seq, 20);
 	crs_pub_close(pub);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 20, NULL), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_END, EPIPE, NULL), 0);
@@ -165,7 +144,7 @@ static void test_close_right_after_complete(void **state)
 	struct tu_agents g;
 	crs_pub *pub = start(&g, name, 2, 128, 1 << 16);
 	uint64_t seq = 0;
-	publish(pub, &seq, 100);
+	tu_publish(pub, MAXLEN, &seq, 100);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	crs_pub_close(pub);
 	tu_sleep_ms(20);
@@ -195,7 +174,7 @@ static void test_replay_close_after_complete_no_demand(void **state)
 	assert_int_equal(tu_agents_ready(&g, pub), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_REQUEST, 5, NULL), 0);
 	uint64_t seq = 0;
-	publish(pub, &seq, 20);
+	tu_publish(pub, MAXLEN, &seq, 20);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 5, NULL), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	crs_pub_close(pub);
@@ -225,7 +204,7 @@ static void test_terminal_needs_no_demand(void **state)
 	pub = start(&g, name, 2, 0, 1 << 16);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_REQUEST, 3, NULL), 0);
 	uint64_t seq = 0;
-	publish(pub, &seq, 3);
+	tu_publish(pub, MAXLEN, &seq, 3);
 	assert_true(crs_pub_demand(pub) == 0);
 	assert_int_equal(crs_pub_error(pub, EIO, "disk on fire"), 0);
 	assert_int_equal(tu_agents_cmd(&g, TU_CMD_RECV, 3, NULL), 0);
@@ -271,7 +250,7 @@ static void run_error_message(const char *sent, const char *expect)
 	struct msg_arg a = { name, 1234, expect };
 	int chan;
 	pid_t pid = tu_spawn(child_error_message, &a, &chan, 30);
-	crs_pub *pub = make_pub(name, 1 << 16);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
 	assert_int_equal(crs_pub_error(pub, 1234, sent), 0);
@@ -405,11 +384,11 @@ static void run_dispatch(int code, int count_only)
 	struct dispatch_arg a = { name, 500, code, count_only };
 	int chan;
 	pid_t pid = tu_spawn(child_dispatch, &a, &chan, 60);
-	crs_pub *pub = make_pub(name, 4096);
+	crs_pub *pub = tu_make_pub(name, 4096);
 	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
 	uint64_t seq = 0;
-	publish(pub, &seq, a.count);
+	tu_publish(pub, MAXLEN, &seq, a.count);
 	if (code)
 		assert_int_equal(crs_pub_error(pub, code, "dispatch error"), 0);
 	else

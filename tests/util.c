@@ -715,3 +715,24 @@ int tu_agents_finish(struct tu_agents *g, crs_pub *pub)
 	g->n = 0;
 	return bad;
 }
+
+crs_pub *tu_make_pub(const char *name, uint64_t ring)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = ring;
+	o.max_message = 0;
+	crs_pub *pub = NULL;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	return pub;
+}
+
+void tu_publish(crs_pub *pub, size_t max_len, uint64_t *seq, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++, (*seq)++) {
+		int r = tu_pub_send(pub, *seq, tu_len(*seq, max_len), 20000);
+		if (r)
+			fail_msg("message %llu: %s", (unsigned long long)*seq,
+				 crs_strerror(r));
+	}
+}

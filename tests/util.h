@@ -133,6 +133,15 @@ int tu_sub_next(crs_sub *sub, struct crs_msg *msg, int timeout_ms);
  * to timeout_ms for demand and room. Returns 0 or the failing error. */
 int tu_pub_send(crs_pub *pub, uint64_t seq, size_t len, int timeout_ms);
 
+/* crs_pub_create with this ring size (max_message ring/4), or fail the
+ * cmocka test. Parent side only. */
+crs_pub *tu_make_pub(const char *name, uint64_t ring);
+
+/* Publish n messages with the pattern of *seq, *seq + 1 ... (lengths
+ * tu_len(seq, max_len)), waiting for demand; fail the test on error.
+ * Advances *seq. Parent side only. */
+void tu_publish(crs_pub *pub, size_t max_len, uint64_t *seq, uint64_t n);
+
 /* Serve the publisher (crs_pub_poll) until it has exactly n
  * subscribers. 0 or -ETIMEDOUT. */
 int tu_pub_await_count(crs_pub *pub, int n, int timeout_ms);
