@@ -273,6 +273,9 @@ static void test_reconnect_after_completion(void **state)
 	assert_int_equal(a.code, 0);
 	pid_t pb = start_reader(pub, &r, &cb); /* between epochs */
 	assert_int_equal(crs_pub_connect(pub), 2);
+	/* A stale handle of epoch 1 never disturbs epoch 2. */
+	assert_int_equal(crs_pub_disconnect(pub, 1), 0);
+	assert_int_equal(crs_pub_epoch(pub), 2);
 	for (uint64_t v = 4; v <= 6; v++)
 		assert_int_equal(offer_value(pub, v), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
