@@ -28,7 +28,7 @@
 
 #define KEYS_PER_ENTRY (CRS_MAX_SUBSCRIBERS + 2)
 #define SUB_BUDGET 256	     /* messages per subscription per round */
-#define FIRST_NAP_NS 200000LL /* sleep before membarrier, see sub.c */
+#define FIRST_NAP_NS 200000LL /* first nap if membarrier is refused */
 #define MAX_FIRED 256
 
 enum kind { L_FREE = 0, L_SUB, L_PUB, L_FD };
@@ -392,25 +392,29 @@ static void forget_stale(struct crs_loop *loop)
 }
 
 /* Sleep while announced (arm_all done, no work seen). If some publisher
- * skips its commit fence, the first sleep is a short nap; if it runs out
- * empty, membarrier() (pairing with those publishers' compiler fences,
- * as in sub_park) and one more look, all under the same announcement,
- * come before the long sleep. Returns what ipc_waitset_wait returned. */
+ * skips its commit fence, membarrier() (pairing with those publishers'
+ * compiler fences, as in sub_park) and one more look come first, under
+ * the same announcement; where membarrier is refused, bounded naps.
+ * Returns what ipc_waitset_wait returned. */
 static int sleep_announced(struct crs_loop *loop, int fenced, int64_t now,
 			   int64_t deadline)
 {
-	int64_t nap = FIRST_NAP_NS;
+	int64_t nap = 0;
+	if (!fenced) {
+		if (ipc_membarrier() != 0)
+			nap = FIRST_NAP_NS;
+		if (have_work(loop))
+			return 0;
+	}
 	for (;;) {
 		int64_t until = deadline;
-		if (!fenced && now + nap < deadline)
+		if (nap && now + nap < deadline)
 			until = now + nap;
 		int n = ipc_waitset_wait(loop->ws, until, loop->fired,
 					 MAX_FIRED);
 		if (n != 0 || until == deadline)
 			return n;
-		if (ipc_membarrier() == 0)
-			fenced = 1;
-		else if (nap < 100 * FIRST_NAP_NS)
+		if (nap < 100 * FIRST_NAP_NS)
 			nap *= 2;
 		if (have_work(loop))
 			return 0;

@@ -7,8 +7,8 @@
  * header (release) and then reads each subscriber's park word. The
  * store-load order this needs is provided either by a full fence here
  * (pub->fences) or, when this process is registered for membarrier, by
- * the subscriber issuing membarrier() before it sleeps for long (sub.c),
- * which keeps the fence off this hot path.
+ * the subscriber issuing membarrier() before it sleeps (sub.c), which
+ * keeps the fence off this hot path.
  */
 #include <errno.h>
 #include <limits.h>

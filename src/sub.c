@@ -10,9 +10,9 @@
  *
  * Wakeup protocol, subscriber side: announce the park word, fence,
  * re-check, sleep on data_signal. If the publisher skips its commit fence
- * (it registered for membarrier), a short first sleep is followed by
- * membarrier() and a re-check before any long sleep, so a wakeup lost to
- * store buffering costs at most PARK_FIRST_NS of latency, never a hang.
+ * (it registered for membarrier), membarrier() comes between the
+ * announcement and the re-check, so no wakeup can be lost; where the
+ * kernel refuses membarrier we sleep in bounded naps instead.
  */
 #include <errno.h>
 #include <poll.h>
@@ -35,8 +35,8 @@
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
-#define PARK_FIRST_NS 200000LL	  /* first sleep before membarrier */
-#define PARK_MAX_NAP_NS 20000000LL /* longest nap without membarrier */
+#define PARK_FIRST_NS 200000LL	  /* first nap when membarrier is refused */
+#define PARK_MAX_NAP_NS 20000000LL /* longest such nap */
 #define SPIN_NS 20000LL		  /* default: poll this long before parking */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
@@ -323,13 +323,20 @@ void sub_hangup(struct crs_sub *sub)
 static void sub_park(struct crs_sub *sub, int64_t deadline)
 {
 	uint32_t seen = sub_park_begin(sub);
-	int long_sleep = sub->pub_fences;
-	int64_t nap = PARK_FIRST_NS;
+	/* The publisher's commit has no store-load fence (unless it says it
+	 * fences): membarrier() makes its last header store visible before
+	 * we look again and sleep (it pairs with the compiler fence in
+	 * wake_if_parked()). Cheaper here than a timed first nap, whose
+	 * timer costs more than the whole wakeup in a VM. Without
+	 * membarrier we sleep in bounded naps, backing off. */
+	int64_t nap = 0;
+	if (!sub->pub_fences && ipc_membarrier() != 0)
+		nap = PARK_FIRST_NS;
 	while (!sub_has_work(sub)) {
 		int64_t until = deadline;
-		if (!long_sleep) {
-			int64_t first = ipc_now_ns() + nap;
-			until = first < deadline ? first : deadline;
+		if (nap) {
+			int64_t t = ipc_now_ns() + nap;
+			until = t < deadline ? t : deadline;
 		}
 		uint64_t fired[2];
 		sub_arm(sub, sub->ws, 0, seen);
@@ -337,15 +344,10 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 		for (int k = 0; k < r; k++)
 			if (fired[k] == 1)
 				sub_hangup(sub);
-		if (r != 0 || long_sleep || until == deadline)
+		if (r != 0 || until == deadline)
 			break;
-		/* The short sleep ran out: make the publisher's last header
-		 * store visible (membarrier pairs with its compiler fence),
-		 * re-check, then sleep for as long as asked. */
-		if (ipc_membarrier() == 0)
-			long_sleep = 1;
-		else if (nap < PARK_MAX_NAP_NS)
-			nap *= 2; /* no membarrier: bounded naps, backing off */
+		if (nap < PARK_MAX_NAP_NS)
+			nap *= 2;
 	}
 	sub_park_end(sub);
 }
