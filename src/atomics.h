@@ -33,6 +33,16 @@ static inline void crs_cpu_relax(void)
 #endif
 }
 
+/* How long a wait polls before sleeping, from a spin_us option:
+ * 0 the default (20 us), negative never, else that many microseconds. */
+#define CRS_SPIN_DEFAULT_NS 20000
+static inline int64_t crs_spin_ns(int spin_us)
+{
+	return spin_us < 0    ? 0
+	       : spin_us == 0 ? CRS_SPIN_DEFAULT_NS
+			      : (int64_t)spin_us * 1000;
+}
+
 /* Back off after an empty poll: 1, 2, 4 ... max relax hints, so that a
  * reader that has caught up stops pulling the cache lines its writer is
  * filling. *step starts at 1. */

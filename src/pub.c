@@ -135,9 +135,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->on_disconnect = o->on_disconnect;
 	pub->auto_connect = o->auto_connect;
 	pub->untethered_ns = (int64_t)o->untethered_ms * 1000000;
-	pub->spin_ns = o->spin_us < 0	 ? 0
-		       : o->spin_us == 0 ? PUB_SPIN_NS
-					 : (int64_t)o->spin_us * 1000;
+	pub->spin_ns = crs_spin_ns(o->spin_us);
 	pub->clock = o->clock;
 	pub->clock_ctx = o->clock_ctx;
 	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,

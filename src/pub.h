@@ -18,7 +18,6 @@
 #define PUB_MAX_PENDING 32
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
 #define PUB_SERVE_EVERY 16	    /* commits between clock checks */
-#define PUB_SPIN_NS 20000	    /* default: poll this long before parking */
 #define PUB_HELLO_TIMEOUT_NS 5000000000LL
 
 struct pub_slot {

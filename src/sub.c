@@ -37,7 +37,6 @@
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
 #define PARK_FIRST_NS 200000LL	  /* first nap when membarrier is refused */
 #define PARK_MAX_NAP_NS 20000000LL /* longest such nap */
-#define SPIN_NS 20000LL		  /* default: poll this long before parking */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
@@ -461,9 +460,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring_size / 4;
 	sub->sock = sub->at.sock;
-	sub->spin_ns = o.spin_us < 0	 ? 0
-		       : o.spin_us == 0 ? SPIN_NS
-					 : (int64_t)o.spin_us * 1000;
+	sub->spin_ns = crs_spin_ns(o.spin_us);
 	sub->prefetch = o.prefetch;
 	sub->replenish = crs_credit_replenish(o.prefetch);
 	if (o.prefetch)
