@@ -81,6 +81,10 @@ enum crs_term_state {
 	CRS_TERM_COMPLETE,
 	CRS_TERM_ERROR,
 	CRS_TERM_EVICTED, /* cut off by the publisher, effective at once */
+	CRS_TERM_DETACHED, /* the epoch ended at pos without a signal
+			      (NO_EVENT): nothing more; code and message
+			      already say EPIPE, and the publisher's close
+			      turns state alone into ERROR */
 };
 
 /* A terminal signal: applies once a subscriber has consumed up to pos.
@@ -162,9 +166,11 @@ struct crs_ctl {
 	uint8_t pad0[CRS_CACHELINE - 32];
 
 	/* Lines 1-3: how this subscription ends, written by the publisher:
-	 * every field, then state (release). COMPLETE and ERROR apply once
-	 * the subscriber has consumed up to pos; EVICTED at once. Kept per
-	 * subscriber so that each connection epoch ends on its own. */
+	 * every field, then state (release). COMPLETE, ERROR and DETACHED
+	 * apply once the subscriber has consumed up to pos (and it reads
+	 * nothing at or past pos: the next epoch's frames follow there);
+	 * EVICTED at once. Kept per subscriber so that each connection
+	 * epoch ends on its own. */
 	struct crs_terminal term;
 
 	/* Line 4: demand and progress, written by the subscriber only. */

@@ -67,7 +67,9 @@ enum crs_overflow {
 /* What subscribers get when the publisher disconnects. */
 enum crs_disconnect {
 	CRS_DISCONNECT_SEND_ERROR = 0, /* on_error(ECANCELED) (default) */
-	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal */
+	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal
+					  (EPIPE once the publisher closes
+					  or dies) */
 	CRS_DISCONNECT_SEND_COMPLETED, /* on_complete */
 };
 
@@ -184,7 +186,14 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 int64_t crs_pub_connect(crs_pub *pub);
 
 /* End epoch `epoch` if it is the current, connected one, with the
- * on_disconnect strategy; a stale epoch is ignored. Returns 0. */
+ * on_disconnect strategy; a stale epoch is ignored. Returns 0.
+ * A subscriber belongs to one epoch: once its epoch has ended (here,
+ * or by crs_pub_complete/crs_pub_error) it never receives a message of
+ * a later epoch, even while it still reads its own, and the ring space
+ * it has not read stays protected until it reads it or leaves. After
+ * NO_EVENT its polls find nothing (0) and its waits time out, until
+ * the publisher closes or dies: then its stream ends with EPIPE. It
+ * keeps its slot until then, or until it cancels or closes. */
 int crs_pub_disconnect(crs_pub *pub, int64_t epoch);
 
 /* The current (or last) epoch; 0 before the first connect. */
