@@ -51,6 +51,7 @@ void crs_sub_opts_init(struct crs_sub_opts *o)
 	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
 }
 
+/* The first end seen is the one reported. */
 static void sub_end(struct crs_sub *sub, int code, const char *message)
 {
 	if (sub->ended)
@@ -312,7 +313,11 @@ void crs_sub_cancel(crs_sub *sub)
 		return;
 	sub->cancelled = 1;
 	sub->held = 0;
+	/* Nothing is delivered after our own cancel, not even an end seen
+	 * but not delivered yet (Reactive Streams 3.6); crs_sub_end() still
+	 * says how it ended, if it had. */
 	sub_end(sub, ECANCELED, "cancelled");
+	sub->end_delivered = 1;
 	/* Read by pub_recompute(): our demand no longer holds anyone. */
 	crs_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);

@@ -307,8 +307,13 @@ void crs_sub_release(crs_sub *sub);
 int crs_sub_request(crs_sub *sub, uint64_t n);
 
 /* Stop receiving and release this subscriber's pressure on the
- * publisher at once. Idempotent. Polls then return -CRS_EEND with
- * code ECANCELED. */
+ * publisher at once. Idempotent. Polls then return -CRS_EEND and
+ * crs_sub_end() reports code ECANCELED (or how the stream had ended
+ * before, if a poll had already found it). Nothing is delivered after a
+ * cancel (Reactive Streams 3.6): crs_sub_dispatch() and a crs_loop make
+ * no further callback, no on_next and no terminal one (not even an end
+ * already seen but not yet delivered), also when the cancel is made
+ * inside on_next. */
 void crs_sub_cancel(crs_sub *sub);
 
 /* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
@@ -319,7 +324,8 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms);
  * the callbacks, without blocking. Returns the number of on_next calls
  * (0: nothing yet), or -CRS_EEND from a call that delivered no message
  * and found the stream ended: that call delivers the terminal signal,
- * exactly once (later calls return -CRS_EEND at once). */
+ * exactly once (later calls return -CRS_EEND at once). After
+ * crs_sub_cancel() it calls nothing and returns -CRS_EEND. */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
 
@@ -359,8 +365,9 @@ void crs_loop_free(crs_loop *loop);
 const char *crs_loop_engine(const crs_loop *loop);
 
 /* Deliver sub's messages and its terminal signal to cb (as
- * crs_sub_dispatch does). After the terminal signal the subscription
- * leaves the loop by itself; close it when convenient. 0, -EEXIST, -ENOMEM */
+ * crs_sub_dispatch does). After the terminal signal, or silently after
+ * crs_sub_cancel(), the subscription leaves the loop by itself; close
+ * it when convenient. 0, -EEXIST, -ENOMEM */
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx);
 /* Serve pub's subscribers (admit, drop) from the loop and call on_ready
