@@ -61,11 +61,15 @@ struct crs_seg_header {
 	uint32_t pub_uid;
 	uint64_t created_ns; /* CLOCK_REALTIME */
 	char name[CRS_NAME_MAX + 8];
-	uint8_t reserved[256 - 72 - (CRS_NAME_MAX + 8)];
+	uint64_t stream_id; /* random, chosen at creation: tells this
+			       publisher's stream from an earlier or later
+			       one of the same name (0: never chosen) */
+	uint8_t reserved[256 - 152];
 };
 _Static_assert(sizeof(struct crs_seg_header) == 256, "seg header size");
 _Static_assert(offsetof(struct crs_seg_header, ring_size) == 32, "ring_size");
 _Static_assert(offsetof(struct crs_seg_header, name) == 72, "name");
+_Static_assert(offsetof(struct crs_seg_header, stream_id) == 144, "id");
 
 /* Wakeup words. Publisher-written; subscribers only read and futex-wait. */
 struct crs_pub_signal {

@@ -462,6 +462,11 @@ uint64_t crs_sub_received(const crs_sub *sub)
 	return sub->received;
 }
 
+uint64_t crs_sub_stream_id(const crs_sub *sub)
+{
+	return sub->at.seg.stream_id; /* the checked copy */
+}
+
 /* ---- open ------------------------------------------------------------- */
 
 static void sub_free(struct crs_sub *sub)

@@ -337,6 +337,15 @@ const struct crs_end *crs_sub_end(const crs_sub *sub);
 uint64_t crs_sub_requested(const crs_sub *sub);
 uint64_t crs_sub_received(const crs_sub *sub);
 
+/* The identity of the publisher's stream this subscription reads: a
+ * random 64-bit id its publisher chose at creation, never 0. It stays
+ * the same for every subscriber of that publisher (and across epochs)
+ * and differs when another publisher creates the same name, so that
+ * (stream id, seq) names one message across publisher restarts (the
+ * NATS bridge builds its message ids from it). Thread-safe: the id is
+ * read once at open. */
+uint64_t crs_sub_stream_id(const crs_sub *sub);
+
 /* Cancel if needed, unmap, close, free. */
 void crs_sub_close(crs_sub *sub);
 
