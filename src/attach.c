@@ -21,13 +21,18 @@
 
 #define APPEAR_RETRY_NS 10000000LL
 
+int crs_attach_connect(const char *name)
+{
+	struct crs_paths paths;
+	int err = crs_paths_for(name, 0, &paths);
+	return err ? err : ipc_sock_connect(paths.sock);
+}
+
 static int connect_stream(const char *name, int wait_ms)
 {
 	int64_t deadline = ipc_deadline(wait_ms);
 	for (;;) {
-		struct crs_paths paths;
-		int err = crs_paths_for(name, 0, &paths);
-		int fd = err ? err : ipc_sock_connect(paths.sock);
+		int fd = crs_attach_connect(name);
 		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED))
 			return fd;
 		/* A refused connection is a stale socket: a stream whose
@@ -125,19 +130,14 @@ static int map_segments(struct crs_attach *a)
 	return 0;
 }
 
-int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
-	       struct crs_attach *a)
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name)
 {
 	memset(a, 0, sizeof(*a));
-	a->sock = a->data_fd = a->ctl_fd = -1;
-	int err = crs_name_check(name);
-	if (err)
-		return err;
-	a->sock = connect_stream(name, wait_ms);
-	if (a->sock < 0)
-		return a->sock;
+	a->data_fd = a->ctl_fd = -1;
+	a->sock = sock;
 	struct ipc_peer peer;
-	err = ipc_sock_peer(a->sock, &peer);
+	int err = ipc_sock_peer(a->sock, &peer);
 	if (!err && peer.uid != getuid() && peer.uid != 0)
 		err = -EACCES; /* neither ours nor root's: do not trust it */
 	struct crs_hs_hello hello;
@@ -146,10 +146,16 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
 	if (err == -EPIPE)
 		err = -ECONNRESET; /* the publisher went away meanwhile */
+	if (err)
+		crs_detach(a);
+	return err;
+}
+
+int crs_attach_welcome(struct crs_attach *a, uint32_t role, int timeout_ms)
+{
 	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
 	int fds[2] = { -1, -1 };
-	if (!err)
-		err = await_welcome(a, handshake_ms, nfds, fds);
+	int err = await_welcome(a, timeout_ms, nfds, fds);
 	if (!err) {
 		a->data_fd = fds[0];
 		a->ctl_fd = fds[1];
@@ -158,6 +164,21 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	if (err)
 		crs_detach(a);
 	return err;
+}
+
+int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
+	       struct crs_attach *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sock = a->data_fd = a->ctl_fd = -1;
+	int err = crs_name_check(name);
+	if (err)
+		return err;
+	int sock = connect_stream(name, wait_ms);
+	if (sock < 0)
+		return sock;
+	err = crs_attach_hello(a, sock, role, name);
+	return err ? err : crs_attach_welcome(a, role, handshake_ms);
 }
 
 void crs_detach(struct crs_attach *a)

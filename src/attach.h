@@ -32,4 +32,15 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	       struct crs_attach *a);
 void crs_detach(struct crs_attach *a);
 
+/* The same in steps, for an open that must not block (opener.c):
+ * one connection attempt to the stream's socket (fd, or -ENOENT, or
+ * -ECONNREFUSED for a dead publisher's leftovers, or -errno); the peer
+ * check and HELLO on it (a takes sock, also on failure); then, once
+ * sock is readable, the WELCOME (timeout_ms as for crs_attach) and the
+ * mappings. On failure nothing is left open. */
+int crs_attach_connect(const char *name);
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name);
+int crs_attach_welcome(struct crs_attach *a, uint32_t role, int timeout_ms);
+
 #endif

@@ -22,6 +22,9 @@ const char *crs_strerror(int code)
 		return "protocol violation by the peer";
 	case CRS_EVERSION:
 		return "the peer speaks another crs protocol version";
+	case CRS_EGAP:
+		return "a new publisher took the stream's name: messages may "
+		       "be missing before its first";
 	default:
 		return strerror(code);
 	}

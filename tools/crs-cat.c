@@ -1195,7 +1195,7 @@ static void sub_on_error(void *ctx, int code, const char *message)
 }
 
 static const struct crs_sub_callbacks sub_callbacks = {
-	sub_on_next, sub_on_complete, sub_on_error
+	sub_on_next, sub_on_complete, sub_on_error, NULL
 };
 
 /* Copy messages to stdout until the stream ends, -c N is reached, a
