@@ -380,9 +380,9 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
  * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
  * io_uring delivers completions as task work, which may cut the outer
  * wait short with EINTR: treat that as a wakeup, too. Between runs the
- * loop stays announced to its peers; a crs_sub_wait or crs_pub_wait on
- * one of its handles withdraws that, so call crs_loop_run(loop, 0) after
- * using those (better: let the loop do all the waiting). */
+ * loop stays announced to its peers, also while you call crs_sub_wait or
+ * crs_pub_wait* on one of its handles. Free the loop (or remove a
+ * handle) before closing a handle registered with it. */
 int crs_loop_fd(crs_loop *loop);
 
 #ifdef __cplusplus
