@@ -230,10 +230,19 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	return 0;
 }
 
+/* Ask subscribers to publish their consumed position at their next
+ * release (crs_sub_release reads progress_wanted; relaxed: nothing is
+ * read behind it). */
+static void pub_want_progress(struct crs_pub *pub)
+{
+	_Atomic uint32_t *w = &pub->hdr->signal.progress_wanted;
+	crs_store_relaxed(w, crs_load_relaxed(w) + 1);
+}
+
 /* Holding the stream back (no demand left in lockstep, or unread
  * messages) and silent for longer than the untethered timeout? */
-static int untethered(const struct crs_pub *pub, struct pub_slot *s,
-		      int holding, int moved)
+static int untethered(struct crs_pub *pub, struct pub_slot *s, int holding,
+		      int moved)
 {
 	int64_t now = ipc_now_ns();
 	/* The clock starts when we first see it holding back without
@@ -241,7 +250,15 @@ static int untethered(const struct crs_pub *pub, struct pub_slot *s,
 	if (moved || !holding || !s->holding) {
 		s->moved_ns = now;
 		s->holding = holding;
+		s->asked = 0;
 		return 0;
+	}
+	/* Halfway: its consumption may only be hidden in its batch, so
+	 * ask every subscriber for its position (answered at its next
+	 * release, which wakes us). Only the silent ones are evicted. */
+	if (!s->asked && now - s->moved_ns > pub->untethered_ns / 2) {
+		s->asked = 1;
+		pub_want_progress(pub);
 	}
 	return now - s->moved_ns > pub->untethered_ns;
 }

@@ -36,6 +36,7 @@ struct pub_slot {
 	int64_t moved_ns;      /* when it last requested or consumed, or
 				  began to hold the stream back */
 	int holding;	       /* held the stream back at the last look */
+	int asked;	       /* progress asked for since it last moved */
 };
 
 /* Publisher states: unconnected (before connect, after disconnect),

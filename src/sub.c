@@ -65,6 +65,9 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 static void sub_publish(struct crs_sub *sub)
 {
 	struct crs_ctl *c = sub->ctl;
+	/* A request of the publisher read now is answered by this publish
+	 * (relaxed: nothing is read behind it). */
+	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
 	/* The release stores of consumed and requested pair with the
 	 * acquire loads in pub_recompute(); the one of progress, with the
 	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
@@ -204,6 +207,20 @@ static int sub_idle(struct crs_sub *sub)
 	return 0;
 }
 
+/* One word says how far the publisher has committed (pairs with its
+ * release store in crs_pub_commit()): a reader that has caught up
+ * watches it instead of the ring line the publisher is writing, and
+ * then reads whole batches behind it. */
+static inline void sub_refresh_end(struct crs_sub *sub)
+{
+	uint64_t end = crs_load_acquire(&sub->hdr->stats.position);
+	/* After that acquire, so that a record written before the next
+	 * epoch's frames is seen with them: never read past our own
+	 * epoch. */
+	sub_note_stop(sub);
+	sub->known_end = end < sub->stop_pos ? end : sub->stop_pos;
+}
+
 /* Find the next message at pos, skipping padding. Returns 1 with its
  * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
@@ -219,19 +236,7 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->known_end) {
-			/* One word says how far the publisher has committed
-			 * (pairs with its release store in crs_pub_commit()):
-			 * a reader that has caught up watches it instead of
-			 * the ring line the publisher is writing, and then
-			 * reads whole batches behind it. */
-			uint64_t end =
-				crs_load_acquire(&sub->hdr->stats.position);
-			/* After that acquire, so that a record written
-			 * before the next epoch's frames is seen with them:
-			 * never read past our own epoch. */
-			sub_note_stop(sub);
-			sub->known_end = end < sub->stop_pos ? end
-							     : sub->stop_pos;
+			sub_refresh_end(sub);
 			if (sub->pos >= sub->known_end)
 				return sub_idle(sub);
 		}
@@ -274,6 +279,15 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	return 1;
 }
 
+/* Has this subscriber read everything committed so far? */
+static inline int sub_caught_up(struct crs_sub *sub)
+{
+	if (sub->pos < sub->known_end)
+		return 0;
+	sub_refresh_end(sub);
+	return sub->pos >= sub->known_end;
+}
+
 void crs_sub_release(crs_sub *sub)
 {
 	if (!sub->held)
@@ -288,7 +302,14 @@ void crs_sub_release(crs_sub *sub)
 		sub->since_request = 0;
 		sub_publish(sub);
 	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
-		   ++sub->since_publish >= PUBLISH_EVERY) {
+		   ++sub->since_publish >= PUBLISH_EVERY ||
+		   sub_caught_up(sub) ||
+		   crs_load_relaxed(&sub->hdr->signal.progress_wanted) !=
+			   sub->wanted_seen) {
+		/* Batched, but never hidden: at the end of what was
+		 * published (the publisher may be waiting for just that,
+		 * crs_pub_wait_consumed), and at the first release after
+		 * the publisher asked (pub_want_progress). */
 		sub_publish(sub);
 	}
 }

@@ -108,7 +108,11 @@ struct crs_pub_opts {
 	 * this long: it gets on_error(ETIMEDOUT) and stops holding the
 	 * others back. 0 (default): never; a slow subscriber holding the
 	 * others back is the lockstep contract, and cutting one off loses
-	 * its messages, so it has to be asked for. */
+	 * its messages, so it has to be asked for. A released message
+	 * counts as consumed: halfway through the timeout the publisher
+	 * asks for fresh positions, which a subscriber gives at its next
+	 * release, so one that releases a message at least every
+	 * untethered_ms / 4 is never evicted, however slowly it reads. */
 	uint32_t untethered_ms;
 	/* crs_pub_wait polls this long before it sleeps in the kernel:
 	 * 0: the default (20 us), -1: sleep at once. */
@@ -269,7 +273,10 @@ int crs_pub_complete(crs_pub *pub);
 int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
- * (or left). Returns 0 or -ETIMEDOUT. */
+ * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
+ * released (crs_sub_release, the next poll, or dispatch): a subscriber
+ * that released the last published message is seen at once, even if it
+ * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
 
 /* Close the stream and free the handle. A stream not yet terminated ends
