@@ -71,6 +71,7 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->mode = in->at.seg.mode;
 	f->ring_size = in->at.seg.ring_size;
 	f->max_message = in->at.seg.max_message;
+	f->stream_id = in->at.seg.stream_id;
 	f->subscribers = crs_load_relaxed(&st->subscribers);
 	f->published = crs_load_relaxed(&st->published);
 	f->bytes = crs_load_relaxed(&st->bytes);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +72,18 @@ static int opts_check(struct crs_pub_opts *o)
 	return 0;
 }
 
+/* A random 64-bit id for a new stream (never 0). Without entropy (an
+ * old kernel), the creation time mixed with the pid still differs from
+ * the previous publisher of the name. */
+static uint64_t stream_id_new(uint64_t created_ns)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = created_ns ^ ((uint64_t)getpid() << 40) ^
+		     0x9e3779b97f4a7c15ULL;
+	return id ? id : 1;
+}
+
 static void header_init(struct crs_pub *pub, const char *name,
 			const struct crs_pub_opts *o)
 {
@@ -91,6 +104,7 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
 	strlcpy(h->name, name, sizeof(h->name));
+	h->stream_id = stream_id_new(h->created_ns);
 }
 
 /* Bind the stream's socket, replacing one left by a dead publisher. We

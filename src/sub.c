@@ -51,6 +51,7 @@ void crs_sub_opts_init(struct crs_sub_opts *o)
 	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
 }
 
+/* The first end seen is the one reported. */
 static void sub_end(struct crs_sub *sub, int code, const char *message)
 {
 	if (sub->ended)
@@ -88,6 +89,27 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
 		sub->pub_dead = 1;
 }
 
+/* Learn where our epoch stops, once the publisher has written our
+ * terminal record: nothing at or past its position is ours (the next
+ * epoch's frames follow there). Called after an acquire load showed a
+ * position or frame we did not know: a record written before those is
+ * then visible. The first position seen stays: a record is not moved. */
+static void sub_note_stop(struct crs_sub *sub)
+{
+	struct crs_terminal_view t;
+	if (sub->stop_pos != UINT64_MAX)
+		return;
+	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	case CRS_TERM_COMPLETE:
+	case CRS_TERM_ERROR:
+	case CRS_TERM_DETACHED:
+		sub->stop_pos = t.pos;
+		break;
+	default:
+		break;
+	}
+}
+
 /* Is a frame committed at pos? (The tag check alone decides: a word
  * that a dying publisher left half-written never matches.) */
 static int frame_committed(const struct crs_sub *sub)
@@ -101,10 +123,11 @@ static int frame_committed(const struct crs_sub *sub)
 			       sub->max_message, &len) != CRS_FRAME_NONE;
 }
 
-/* Step over committed padding frames at pos (they need no demand). */
+/* Step over committed padding frames at pos (they need no demand), but
+ * not over the next epoch's. */
 static void skip_padding(struct crs_sub *sub)
 {
-	for (;;) {
+	while (sub->pos < sub->stop_pos) {
 		uint64_t len;
 		const _Atomic uint64_t *h =
 			(const _Atomic uint64_t *)(sub->ring +
@@ -114,6 +137,9 @@ static void skip_padding(struct crs_sub *sub)
 		if (crs_frame_check(crs_load_acquire(h), sub->pos,
 				    sub->ring_size, sub->max_message,
 				    &len) != CRS_FRAME_PADDING)
+			return;
+		sub_note_stop(sub); /* after the acquire: see there */
+		if (sub->pos >= sub->stop_pos)
 			return;
 		sub->pos += len;
 	}
@@ -144,9 +170,16 @@ static int sub_idle(struct crs_sub *sub)
 		}
 		if (t.pos > sub->pos)
 			break; /* messages before it are still to come */
-		/* a terminal behind us is corrupt */
-		__attribute__((fallthrough));
+		goto corrupt; /* a terminal behind us */
+	case CRS_TERM_DETACHED:
+		/* Our epoch ended without a signal (NO_EVENT): nothing
+		 * more, until the publisher closes (the record becomes
+		 * ERROR) or dies (we see the hangup). */
+		if (t.pos >= sub->pos)
+			break;
+		goto corrupt;
 	default:
+	corrupt:
 		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
@@ -157,13 +190,15 @@ static int sub_idle(struct crs_sub *sub)
 	 * mapping: deliver them (as demand allows), then its terminal
 	 * record if it wrote one, and EPIPE only after that. */
 	if (sub->pub_dead) {
-		if (!frame_committed(sub)) {
+		sub_note_stop(sub);
+		if (sub->pos >= sub->stop_pos || !frame_committed(sub)) {
 			sub_end(sub, EPIPE, "publisher died");
 			return -CRS_EEND;
 		}
 		/* It may have died between a header and its position word:
-		 * from now on the headers alone say what is committed. */
-		sub->known_end = UINT64_MAX;
+		 * from now on the headers alone say what is committed, up
+		 * to where our epoch stopped. */
+		sub->known_end = sub->stop_pos;
 	}
 	return 0;
 }
@@ -188,8 +223,14 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 			 * a reader that has caught up watches it instead of
 			 * the ring line the publisher is writing, and then
 			 * reads whole batches behind it. */
-			sub->known_end =
+			uint64_t end =
 				crs_load_acquire(&sub->hdr->stats.position);
+			/* After that acquire, so that a record written
+			 * before the next epoch's frames is seen with them:
+			 * never read past our own epoch. */
+			sub_note_stop(sub);
+			sub->known_end = end < sub->stop_pos ? end
+							     : sub->stop_pos;
 			if (sub->pos >= sub->known_end)
 				return sub_idle(sub);
 		}
@@ -272,7 +313,11 @@ void crs_sub_cancel(crs_sub *sub)
 		return;
 	sub->cancelled = 1;
 	sub->held = 0;
+	/* Nothing is delivered after our own cancel, not even an end seen
+	 * but not delivered yet (Reactive Streams 3.6); crs_sub_end() still
+	 * says how it ended, if it had. */
 	sub_end(sub, ECANCELED, "cancelled");
+	sub->end_delivered = 1;
 	/* Read by pub_recompute(): our demand no longer holds anyone. */
 	crs_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);
@@ -417,6 +462,11 @@ uint64_t crs_sub_received(const crs_sub *sub)
 	return sub->received;
 }
 
+uint64_t crs_sub_stream_id(const crs_sub *sub)
+{
+	return sub->at.seg.stream_id; /* the checked copy */
+}
+
 /* ---- open ------------------------------------------------------------- */
 
 static void sub_free(struct crs_sub *sub)
@@ -457,6 +507,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->max_message = h->max_message;
 	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
+	sub->stop_pos = UINT64_MAX;
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring_size / 4;
 	sub->sock = sub->at.sock;

@@ -19,7 +19,10 @@ struct crs_sub {
 	uint32_t max_message;
 	int held;
 	uint64_t pos;
-	uint64_t known_end; /* publisher's position as last read */
+	uint64_t known_end; /* publisher's position as last read, capped
+			       at stop_pos */
+	uint64_t stop_pos;  /* where our epoch ended (our terminal record's
+			       position); UINT64_MAX until we saw one */
 	uint64_t seq;
 	uint64_t held_frame;
 	uint64_t requested; /* total, saturating */

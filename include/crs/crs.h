@@ -67,7 +67,9 @@ enum crs_overflow {
 /* What subscribers get when the publisher disconnects. */
 enum crs_disconnect {
 	CRS_DISCONNECT_SEND_ERROR = 0, /* on_error(ECANCELED) (default) */
-	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal */
+	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal
+					  (EPIPE once the publisher closes
+					  or dies) */
 	CRS_DISCONNECT_SEND_COMPLETED, /* on_complete */
 };
 
@@ -184,7 +186,14 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 int64_t crs_pub_connect(crs_pub *pub);
 
 /* End epoch `epoch` if it is the current, connected one, with the
- * on_disconnect strategy; a stale epoch is ignored. Returns 0. */
+ * on_disconnect strategy; a stale epoch is ignored. Returns 0.
+ * A subscriber belongs to one epoch: once its epoch has ended (here,
+ * or by crs_pub_complete/crs_pub_error) it never receives a message of
+ * a later epoch, even while it still reads its own, and the ring space
+ * it has not read stays protected until it reads it or leaves. After
+ * NO_EVENT its polls find nothing (0) and its waits time out, until
+ * the publisher closes or dies: then its stream ends with EPIPE. It
+ * keeps its slot until then, or until it cancels or closes. */
 int crs_pub_disconnect(crs_pub *pub, int64_t epoch);
 
 /* The current (or last) epoch; 0 before the first connect. */
@@ -298,8 +307,13 @@ void crs_sub_release(crs_sub *sub);
 int crs_sub_request(crs_sub *sub, uint64_t n);
 
 /* Stop receiving and release this subscriber's pressure on the
- * publisher at once. Idempotent. Polls then return -CRS_EEND with
- * code ECANCELED. */
+ * publisher at once. Idempotent. Polls then return -CRS_EEND and
+ * crs_sub_end() reports code ECANCELED (or how the stream had ended
+ * before, if a poll had already found it). Nothing is delivered after a
+ * cancel (Reactive Streams 3.6): crs_sub_dispatch() and a crs_loop make
+ * no further callback, no on_next and no terminal one (not even an end
+ * already seen but not yet delivered), also when the cancel is made
+ * inside on_next. */
 void crs_sub_cancel(crs_sub *sub);
 
 /* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
@@ -310,7 +324,8 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms);
  * the callbacks, without blocking. Returns the number of on_next calls
  * (0: nothing yet), or -CRS_EEND from a call that delivered no message
  * and found the stream ended: that call delivers the terminal signal,
- * exactly once (later calls return -CRS_EEND at once). */
+ * exactly once (later calls return -CRS_EEND at once). After
+ * crs_sub_cancel() it calls nothing and returns -CRS_EEND. */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
 
@@ -321,6 +336,15 @@ const struct crs_end *crs_sub_end(const crs_sub *sub);
  * of messages received. */
 uint64_t crs_sub_requested(const crs_sub *sub);
 uint64_t crs_sub_received(const crs_sub *sub);
+
+/* The identity of the publisher's stream this subscription reads: a
+ * random 64-bit id its publisher chose at creation, never 0. It stays
+ * the same for every subscriber of that publisher (and across epochs)
+ * and differs when another publisher creates the same name, so that
+ * (stream id, seq) names one message across publisher restarts (the
+ * NATS bridge builds its message ids from it). Thread-safe: the id is
+ * read once at open. */
+uint64_t crs_sub_stream_id(const crs_sub *sub);
 
 /* Cancel if needed, unmap, close, free. */
 void crs_sub_close(crs_sub *sub);
@@ -350,8 +374,9 @@ void crs_loop_free(crs_loop *loop);
 const char *crs_loop_engine(const crs_loop *loop);
 
 /* Deliver sub's messages and its terminal signal to cb (as
- * crs_sub_dispatch does). After the terminal signal the subscription
- * leaves the loop by itself; close it when convenient. 0, -EEXIST, -ENOMEM */
+ * crs_sub_dispatch does). After the terminal signal, or silently after
+ * crs_sub_cancel(), the subscription leaves the loop by itself; close
+ * it when convenient. 0, -EEXIST, -ENOMEM */
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx);
 /* Serve pub's subscribers (admit, drop) from the loop and call on_ready

@@ -54,6 +54,7 @@ struct crs_stream_info {
 	int end_code;	    /* for COMPLETED/FAILED: 0 or the error code */
 	char end_message[CRS_ERRMSG_MAX + 1];
 	int64_t sampled_ns; /* CLOCK_MONOTONIC when this was read */
+	uint64_t stream_id; /* as crs_sub_stream_id() */
 };
 
 struct crs_sub_info {
