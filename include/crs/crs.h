@@ -253,7 +253,10 @@ int64_t crs_pub_epoch(const crs_pub *pub);
 /* Messages dropped by the DROP and LATEST overflow strategies. */
 uint64_t crs_pub_dropped(const crs_pub *pub);
 
-/* Reserve len bytes in the ring; *buf points at them. Hot path: no
+/* Reserve len bytes in the ring; *buf points at them, 8-byte aligned
+ * (and only 8: frames are; for 16, claim len + 8 and round *buf up, and
+ * let subscribers round msg.data up alike: both map the ring
+ * page-aligned, so they find the same place). Hot path: no
  * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
  * -EMSGSIZE (len > max_message), -EALREADY (a claim is open),
  * -ENOTCONN (not connected) or -ESHUTDOWN (the epoch has terminated).
@@ -321,7 +324,8 @@ int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
  * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
- * released (crs_sub_release, the next poll, or dispatch): a subscriber
+ * released (crs_sub_release, the next crs_sub_poll, or the return of its
+ * on_next), read or not; one held or not yet polled is not. A subscriber
  * that released the last published message is seen at once, even if it
  * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
