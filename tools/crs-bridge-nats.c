@@ -141,6 +141,8 @@ static int ensure_stream(struct bridge_nats *n, const struct bridge_opts *o)
 		s = js_UpdateStream(&si, n->js, &cfg, NULL, &jerr);
 	} else if (jerr == JSStreamNotFoundErr) {
 		s = js_AddStream(&si, n->js, &cfg, NULL, &jerr);
+		if (jerr == JSStreamNameExistErr) /* the other side was first */
+			return 0;
 	}
 	if (s != NATS_OK) {
 		fprintf(stderr, "crs-bridge: JetStream stream %s: %s (%d)\n",
