@@ -14,7 +14,6 @@
 #include "ipc/clock.h"
 #include "ipc/memfd.h"
 #include "ipc/sock.h"
-#include "name.h"
 
 #define RETRY_FIRST_NS 10000000LL /* 10 ms */
 #define RETRY_MAX_NS 1000000000LL /* 1 s */
@@ -54,17 +53,16 @@ static int drain(int fd)
 }
 
 /* Watch the directory the stream's socket appears in: a publisher's
- * bind creates a file there. Best effort: without a watch the backoff
- * timer retries. */
+ * bind creates a file there. Best effort (the events are only a hint
+ * to try again): without a watch the backoff timer retries. */
 static void watch_dir(struct crs_opener *op)
 {
-	struct crs_paths paths;
-	if (op->watch_fd >= 0 || crs_paths_for(op->name, 0, &paths))
+	if (op->watch_fd >= 0 || !op->dir[0])
 		return;
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (inotify_add_watch(fd, paths.dir,
+	if (inotify_add_watch(fd, op->dir,
 			      IN_CREATE | IN_MOVED_TO | IN_ATTRIB) < 0) {
 		close(fd);
 		return;
@@ -76,9 +74,13 @@ static void watch_dir(struct crs_opener *op)
  * directory to change or the backoff to pass (returns 0). */
 static int not_yet(struct crs_opener *op, int err, int64_t now)
 {
-	int absent = err == -ENOENT || err == -ECONNREFUSED;
-	if (!op->persist && (!absent || now >= op->wait_deadline))
+	if (err == -EAGAIN) { /* backlog full: until the handshake deadline */
+		if (!op->persist && now >= op->hs_deadline)
+			return -ETIMEDOUT;
+	} else if (!op->persist && ((err != -ENOENT && err != -ECONNREFUSED) ||
+				    now >= op->wait_deadline)) {
 		return err;
+	}
 	watch_dir(op);
 	/* A missing file's creation is an event; a file that refuses (a
 	 * dead publisher's, or one between bind and listen) or any other
@@ -101,12 +103,14 @@ static int handshake_step(struct crs_opener *op, struct crs_attach *out,
 		return 0;
 	int err;
 	if (p > 0) {
-		err = crs_attach_welcome(&op->at, CRS_ROLE_SUBSCRIBER, 0);
+		err = crs_attach_welcome(&op->at, op->name, CRS_ROLE_SUBSCRIBER,
+					 0);
 	} else {
 		crs_detach(&op->at);
 		err = p < 0 ? p : -ETIMEDOUT;
 	}
 	op->handshaking = 0;
+	op->found = 0; /* a next attempt has its own handshake time */
 	if (!err) {
 		*out = op->at;
 		memset(&op->at, 0, sizeof(op->at));
@@ -128,13 +132,19 @@ int crs_opener_step(struct crs_opener *op, struct crs_attach *out)
 		return op->persist || now < op->wait_deadline ? 0 : -ENOENT;
 	for (;;) {
 		int had_watch = op->watch_fd >= 0;
-		int sock = crs_attach_connect(op->name);
+		int sock = crs_attach_connect(op->name, op->dir,
+					      sizeof(op->dir));
+		/* The handshake's time counts from the first attempt that
+		 * found the socket, as in crs_attach. */
+		if ((sock >= 0 || sock == -EAGAIN) && !op->found) {
+			op->found = 1;
+			op->hs_deadline = ipc_deadline(op->handshake_ms);
+		}
 		if (sock >= 0) {
 			sock = crs_attach_hello(&op->at, sock,
 						CRS_ROLE_SUBSCRIBER, op->name);
 			if (!sock) {
 				op->handshaking = 1;
-				op->hs_deadline = ipc_deadline(op->handshake_ms);
 				return handshake_step(op, out, now);
 			}
 		}

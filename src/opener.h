@@ -18,6 +18,7 @@
 
 #include "attach.h"
 #include "crs/crs.h"
+#include "ipc/rundir.h"
 #include "ipc/waitset.h"
 
 struct crs_opener {
@@ -29,6 +30,8 @@ struct crs_opener {
 	int64_t retry_at;	  /* next attempt while absent (0: at an event) */
 	int64_t backoff_ns;
 	int handshaking;
+	int found;    /* an attempt found the socket: hs_deadline runs */
+	char dir[IPC_RUNDIR_MAX]; /* the runtime directory, once known */
 	int watch_fd; /* inotify on the runtime directory, or -1 */
 	int timer_fd; /* -1 until a deadline needs it */
 	struct crs_attach at;
