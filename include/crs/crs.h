@@ -236,7 +236,13 @@ uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers
  * (accepting new ones, noticing departures) meanwhile. timeout_ms < 0
- * waits forever. Returns 0, -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN. */
+ * waits forever. A publisher not connected yet whose autoConnect has
+ * not fired waits for it too (until enough subscribers have arrived and
+ * requested): the blocking way to wait until connected. Returns 0,
+ * -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN (the epoch terminated: call
+ * crs_pub_connect for the next), -ENOTCONN at once when nothing but
+ * crs_pub_connect can connect the stream (manual connect, after a
+ * disconnect, or autoConnect already used). */
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
