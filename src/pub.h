@@ -45,6 +45,7 @@ struct pub_slot {
 	int64_t moved_ns;      /* when it last requested or consumed, or
 				  began to hold the stream back */
 	int holding;	       /* held the stream back at the last look */
+	int asked;	       /* progress asked for since it last moved */
 };
 
 /* Publisher states: unconnected (before connect, after disconnect),
@@ -86,6 +87,7 @@ struct crs_pub {
 	int32_t auto_connect;	/* connect at this many subscribers; -1 no */
 	int64_t untethered_ns;	/* evict stalled subscribers after; 0 never */
 	int64_t spin_ns;	/* poll this long in waits before parking */
+	int parkers;		/* announcements standing on pub_parked */
 	uint64_t epoch;		/* current (or last) connection epoch */
 	uint64_t bytes;		/* payload bytes committed */
 	struct crs_retain retain;
@@ -147,11 +149,14 @@ void pub_wake_all(struct crs_pub *pub);
 /* pub.c: LATEST overflow: publish the kept message if possible now. */
 void pub_flush_latest(struct crs_pub *pub);
 
-/* pub.c: arm ws (keys base: control fd, base+1+slot: progress words
- * expected at progress[slot]) and announce pub_parked; the caller fences
- * and re-checks before waiting, and clears pub_parked after. */
-void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
-	     const uint32_t *progress, uint32_t *armed_gen);
+/* pub.c: park.h hooks, also used by loop.c. Announce that we sleep
+ * (pub_parked, nested: counted in parkers) and arm ws: key base for the
+ * control fd, base+1+slot for each progress word expected at
+ * progress[slot]. Returns PARK_* flags. */
+int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
+		 const uint32_t *progress, uint32_t *armed_gen);
+/* Withdraw one announcement; the last one clears pub_parked. */
+void pub_withdraw(struct crs_pub *pub);
 /* Disarm the progress words of every slot (keys base+1 ...). */
 void pub_forget_slots(struct ipc_waitset *ws, uint64_t base);
 /* Current progress word of every slot (0 for unused slots). */

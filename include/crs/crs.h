@@ -117,7 +117,11 @@ struct crs_pub_opts {
 	 * this long: it gets on_error(ETIMEDOUT) and stops holding the
 	 * others back. 0 (default): never; a slow subscriber holding the
 	 * others back is the lockstep contract, and cutting one off loses
-	 * its messages, so it has to be asked for. */
+	 * its messages, so it has to be asked for. A released message
+	 * counts as consumed: halfway through the timeout the publisher
+	 * asks for fresh positions, which a subscriber gives at its next
+	 * release, so one that releases a message at least every
+	 * untethered_ms / 4 is never evicted, however slowly it reads. */
 	uint32_t untethered_ms;
 	/* crs_pub_wait polls this long before it sleeps in the kernel:
 	 * 0: the default (20 us), -1: sleep at once. */
@@ -250,7 +254,10 @@ int64_t crs_pub_epoch(const crs_pub *pub);
 /* Messages dropped by the DROP and LATEST overflow strategies. */
 uint64_t crs_pub_dropped(const crs_pub *pub);
 
-/* Reserve len bytes in the ring; *buf points at them. Hot path: no
+/* Reserve len bytes in the ring; *buf points at them, 8-byte aligned
+ * (and only 8: frames are; for 16, claim len + 8 and round *buf up, and
+ * let subscribers round msg.data up alike: both map the ring
+ * page-aligned, so they find the same place). Hot path: no
  * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
  * -EMSGSIZE (len > max_message), -EALREADY (a claim is open),
  * -ENOTCONN (not connected) or -ESHUTDOWN (the epoch has terminated).
@@ -317,7 +324,11 @@ int crs_pub_complete(crs_pub *pub);
 int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
- * (or left). Returns 0 or -ETIMEDOUT. */
+ * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
+ * released (crs_sub_release, the next crs_sub_poll, or the return of its
+ * on_next), read or not; one held or not yet polled is not. A subscriber
+ * that released the last published message is seen at once, even if it
+ * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
 
 /* Close the stream and free the handle. A stream not yet terminated ends
@@ -456,9 +467,9 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
  * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
  * io_uring delivers completions as task work, which may cut the outer
  * wait short with EINTR: treat that as a wakeup, too. Between runs the
- * loop stays announced to its peers; a crs_sub_wait or crs_pub_wait on
- * one of its handles withdraws that, so call crs_loop_run(loop, 0) after
- * using those (better: let the loop do all the waiting). */
+ * loop stays announced to its peers, also while you call crs_sub_wait or
+ * crs_pub_wait* on one of its handles. Free the loop (or remove a
+ * handle) before closing a handle registered with it. */
 int crs_loop_fd(crs_loop *loop);
 
 #ifdef __cplusplus
