@@ -24,8 +24,8 @@ const char *crs_strerror(int code)
 	case CRS_EVERSION:
 		return "the peer speaks another crs protocol version";
 	case EMFILE:
-		return "too many open files: this process is out of file "
-		       "descriptors (RLIMIT_NOFILE)";
+		return "too many open files: out of file descriptors "
+		       "(RLIMIT_NOFILE; crs_errmsg() says whose)";
 	case EDQUOT:
 		return "slot quota exceeded (max_per_process or max_per_uid)";
 	case EUSERS:
