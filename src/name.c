@@ -56,6 +56,12 @@ static int dir_error(const struct ipc_rundir *d, int err)
 	else if (d->source)
 		snprintf(from, sizeof(from), " (from XDG_RUNTIME_DIR=%s)",
 			 getenv("XDG_RUNTIME_DIR"));
+	if (d->why && d->have_st && S_ISLNK(d->st.st_mode))
+		return crs_err_set(err,
+				   "runtime directory %s%s is refused: %s "
+				   "(the link belongs to uid %u; you are uid %u)",
+				   d->path, from, d->why,
+				   (unsigned)d->st.st_uid, (unsigned)getuid());
 	if (d->why && d->have_st)
 		return crs_err_set(err,
 				   "runtime directory %s%s is refused: %s "

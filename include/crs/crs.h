@@ -9,7 +9,8 @@
  *
  * Conventions (as in liburing): every call returns 0 or a count on success
  * and a negative errno value (or a negative CRS_E* code) on failure;
- * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * crs_strerror() explains each, and crs_errmsg() says what the last
+ * failing open or create found. Handles are opaque. A handle may be used by
  * one thread at a time; different handles are independent.
  */
 #ifndef CRS_CRS_H
