@@ -1,6 +1,7 @@
 /*
  * name.c - stream names: [A-Za-z0-9._-]{1,64}, not starting with '.', so
- * that a name can never climb out of the runtime directory or hide.
+ * that a name can never climb out of the runtime directory or hide, nor
+ * with '-', so that a name on a command line never reads as an option.
  */
 #include "name.h"
 
@@ -13,7 +14,7 @@
 
 int crs_name_check(const char *name)
 {
-	if (!name || !*name || name[0] == '.')
+	if (!name || !*name || name[0] == '.' || name[0] == '-')
 		return -EINVAL;
 	size_t n = 0;
 	for (const char *p = name; *p; p++, n++) {
