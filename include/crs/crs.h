@@ -34,7 +34,9 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
 #define CRS_UNBOUNDED UINT64_MAX
 
-/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+/* Longest stream name; names use [A-Za-z0-9._-] and start with neither
+ * '.' (no hidden or climbing names) nor '-' (a name on a command line
+ * never reads as an option). */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
