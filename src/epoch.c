@@ -135,7 +135,11 @@ static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 		s->end_pos = pub->pos;
 	}
 	pub->credit_limit = pub->room_limit = 0; /* recompute */
-	crs_fence_full();
+	/* No fence needed before the wake: each record's state is a
+	 * release store (crs_terminal_put), pub_wake_all() changes
+	 * data_signal before waking everyone unconditionally, and a
+	 * subscriber that parked on the old value returns at once
+	 * (park.h). */
 	pub_wake_all(pub);
 }
 
@@ -211,6 +215,5 @@ void pub_close_epochs(struct crs_pub *pub)
 	if (pub->state == PUB_CONNECTED)
 		crs_terminal_put(&pub->hdr->terminal, CRS_TERM_ERROR, EPIPE,
 				 pub->pos, pub->seq, CLOSED_MESSAGE);
-	crs_fence_full();
-	pub_wake_all(pub);
+	pub_wake_all(pub); /* no fence needed: see end_epoch() */
 }

@@ -76,9 +76,15 @@ struct crs_pub_signal {
 	_Atomic uint32_t data_signal; /* bumped to wake parked subscribers */
 	_Atomic uint32_t pub_parked;  /* 1 while the publisher sleeps for
 					 demand or room */
-	uint8_t pad[CRS_CACHELINE - 8];
+	_Atomic uint32_t progress_wanted; /* bumped when the publisher wants
+					     every consumed position now:
+					     subscribers answer at their next
+					     release */
+	uint8_t pad[CRS_CACHELINE - 12];
 };
 _Static_assert(sizeof(struct crs_pub_signal) == CRS_CACHELINE, "signal");
+_Static_assert(offsetof(struct crs_pub_signal, progress_wanted) == 8,
+	       "progress_wanted");
 
 enum crs_term_state {
 	CRS_TERM_NONE = 0,

@@ -8,11 +8,9 @@
  * checked before use, and a bad value ends this subscription with
  * CRS_EPROTO instead of an out-of-bounds read.
  *
- * Wakeup protocol, subscriber side: announce the park word, fence,
- * re-check, sleep on data_signal. If the publisher skips its commit fence
- * (it registered for membarrier), membarrier() comes between the
- * announcement and the re-check, so no wakeup can be lost; where the
- * kernel refuses membarrier we sleep in bounded naps instead.
+ * Waits follow park.h: this file gives its hooks (sub_announce,
+ * sub_has_work, sub_withdraw) and, as a waker, publishes demand and
+ * wakes a parked publisher (sub_publish).
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,14 +27,13 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "park.h"
 #include "sub.h"
 #include "terminal.h"
 
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
-#define PARK_FIRST_NS 200000LL	  /* first nap when membarrier is refused */
-#define PARK_MAX_NAP_NS 20000000LL /* longest such nap */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
@@ -64,19 +61,26 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 }
 
 /* Store our consumed position and demand, then wake the publisher if it
- * sleeps. The fence pairs with the one in pub_park(). */
+ * sleeps: the waker's side of park.h, with progress as the word W. */
 static void sub_publish(struct crs_sub *sub)
 {
 	struct crs_ctl *c = sub->ctl;
-	/* Both release stores pair with the acquire loads in
-	 * pub_recompute(). */
+	/* A request of the publisher read now is answered by this publish
+	 * (relaxed: nothing is read behind it). */
+	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
+	/* The release stores of consumed and requested pair with the
+	 * acquire loads in pub_recompute(); the one of progress, with the
+	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
+	 * publisher that sees the new progress sees the demand behind it. */
 	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
 	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
 	sub->published_pos = sub->pos;
 	sub->since_publish = 0;
-	crs_fence_full();
+	/* Orders the stores above before the load of pub_parked; pairs
+	 * with the fence in park_begin() after pub_announce(). */
+	park_waker_fence(1);
 	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
 		ipc_futex_wake(&c->progress, 1);
 }
@@ -203,6 +207,20 @@ static int sub_idle(struct crs_sub *sub)
 	return 0;
 }
 
+/* One word says how far the publisher has committed (pairs with its
+ * release store in crs_pub_commit()): a reader that has caught up
+ * watches it instead of the ring line the publisher is writing, and
+ * then reads whole batches behind it. */
+static inline void sub_refresh_end(struct crs_sub *sub)
+{
+	uint64_t end = crs_load_acquire(&sub->hdr->stats.position);
+	/* After that acquire, so that a record written before the next
+	 * epoch's frames is seen with them: never read past our own
+	 * epoch. */
+	sub_note_stop(sub);
+	sub->known_end = end < sub->stop_pos ? end : sub->stop_pos;
+}
+
 /* Find the next message at pos, skipping padding. Returns 1 with its
  * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
@@ -218,19 +236,7 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->known_end) {
-			/* One word says how far the publisher has committed
-			 * (pairs with its release store in crs_pub_commit()):
-			 * a reader that has caught up watches it instead of
-			 * the ring line the publisher is writing, and then
-			 * reads whole batches behind it. */
-			uint64_t end =
-				crs_load_acquire(&sub->hdr->stats.position);
-			/* After that acquire, so that a record written
-			 * before the next epoch's frames is seen with them:
-			 * never read past our own epoch. */
-			sub_note_stop(sub);
-			sub->known_end = end < sub->stop_pos ? end
-							     : sub->stop_pos;
+			sub_refresh_end(sub);
 			if (sub->pos >= sub->known_end)
 				return sub_idle(sub);
 		}
@@ -273,6 +279,15 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	return 1;
 }
 
+/* Has this subscriber read everything committed so far? */
+static inline int sub_caught_up(struct crs_sub *sub)
+{
+	if (sub->pos < sub->known_end)
+		return 0;
+	sub_refresh_end(sub);
+	return sub->pos >= sub->known_end;
+}
+
 void crs_sub_release(crs_sub *sub)
 {
 	if (!sub->held)
@@ -287,7 +302,14 @@ void crs_sub_release(crs_sub *sub)
 		sub->since_request = 0;
 		sub_publish(sub);
 	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
-		   ++sub->since_publish >= PUBLISH_EVERY) {
+		   ++sub->since_publish >= PUBLISH_EVERY ||
+		   sub_caught_up(sub) ||
+		   crs_load_relaxed(&sub->hdr->signal.progress_wanted) !=
+			   sub->wanted_seen) {
+		/* Batched, but never hidden: at the end of what was
+		 * published (the publisher may be waiting for just that,
+		 * crs_pub_wait_consumed), and at the first release after
+		 * the publisher asked (pub_want_progress). */
 		sub_publish(sub);
 	}
 }
@@ -298,6 +320,7 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		return 0;
 	if (n == 0) {
 		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
+		/* As in crs_sub_cancel(). */
 		crs_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 		return -EINVAL;
@@ -318,7 +341,10 @@ void crs_sub_cancel(crs_sub *sub)
 	 * says how it ended, if it had. */
 	sub_end(sub, ECANCELED, "cancelled");
 	sub->end_delivered = 1;
-	/* Read by pub_recompute(): our demand no longer holds anyone. */
+	/* Read by pub_recompute(): our demand no longer holds anyone. It
+	 * loads the flag relaxed and reads nothing behind it; the release
+	 * only keeps it before sub_publish()'s progress bump, which wakes
+	 * the publisher to look. */
 	crs_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);
 	ipc_sock_shutdown(sub->sock);
@@ -330,32 +356,34 @@ int sub_has_work(struct crs_sub *sub)
 	return sub_next(sub, &len) != 0;
 }
 
-uint32_t sub_park_begin(struct crs_sub *sub)
+int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
-	/* Pairs with the release store in wake_subscribers(). */
+	/* The acquire pairs with the release store of data_signal in
+	 * pub_wake_all(): having seen a wake's value, we also see the
+	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	/* Read by wake_if_parked() (pub.c) after each commit. */
 	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
-	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
-	return seen;
-}
-
-void sub_park_end(struct crs_sub *sub)
-{
-	crs_store_relaxed(&sub->ctl->parked, 0);
-	crs_store_relaxed(&sub->ctl->wakeups,
-			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
-}
-
-void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
-	     uint32_t seen)
-{
-	ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen);
+	sub->parkers++;
+	int how = sub->pub_fences ? 0 : PARK_MEMBARRIER;
+	if (ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen))
+		how |= PARK_NAP;
 	/* Once the publisher is known dead its socket stays readable: only
 	 * our own demand can make progress now, so do not wait on it. */
 	if (sub->pub_dead)
 		ipc_waitset_forget(ws, base + 1);
-	else
-		ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+	else if (ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP))
+		how |= PARK_NAP;
+	return how;
+}
+
+void sub_withdraw(struct crs_sub *sub)
+{
+	if (sub->parkers == 0 || --sub->parkers > 0)
+		return;
+	crs_store_relaxed(&sub->ctl->parked, 0);
+	crs_store_relaxed(&sub->ctl->wakeups,
+			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 }
 
 void sub_hangup(struct crs_sub *sub)
@@ -363,37 +391,36 @@ void sub_hangup(struct crs_sub *sub)
 	sub->pub_dead = 1;
 }
 
-/* Park until data_signal moves, the socket stirs, or the deadline. */
+/* crs_sub_wait's hooks: park.h over this one subscription. */
+static int wait_announce(void *sub, struct ipc_waitset *ws)
+{
+	return sub_announce(sub, ws, 0);
+}
+
+static int wait_has_work(void *sub)
+{
+	return sub_has_work(sub);
+}
+
+static void wait_withdraw(void *sub)
+{
+	sub_withdraw(sub);
+}
+
+static const struct park_hooks wait_hooks = {
+	.announce = wait_announce,
+	.has_work = wait_has_work,
+	.withdraw = wait_withdraw,
+};
+
+/* Sleep until data_signal moves, the socket stirs, or the deadline. */
 static void sub_park(struct crs_sub *sub, int64_t deadline)
 {
-	uint32_t seen = sub_park_begin(sub);
-	/* The publisher's commit has no store-load fence (unless it says it
-	 * fences): membarrier() makes its last header store visible before
-	 * we look again and sleep (it pairs with the compiler fence in
-	 * wake_if_parked()). Cheaper here than a timed first nap, whose
-	 * timer costs more than the whole wakeup in a VM. Without
-	 * membarrier we sleep in bounded naps, backing off. */
-	int64_t nap = 0;
-	if (!sub->pub_fences && ipc_membarrier() != 0)
-		nap = PARK_FIRST_NS;
-	while (!sub_has_work(sub)) {
-		int64_t until = deadline;
-		if (nap) {
-			int64_t t = ipc_now_ns() + nap;
-			until = t < deadline ? t : deadline;
-		}
-		uint64_t fired[2];
-		sub_arm(sub, sub->ws, 0, seen);
-		int r = ipc_waitset_wait(sub->ws, until, fired, 2);
-		for (int k = 0; k < r; k++)
-			if (fired[k] == 1)
-				sub_hangup(sub);
-		if (r != 0 || until == deadline)
-			break;
-		if (nap < PARK_MAX_NAP_NS)
-			nap *= 2;
-	}
-	sub_park_end(sub);
+	uint64_t fired[2];
+	int n = park_wait(&wait_hooks, sub, sub->ws, deadline, fired, 2);
+	for (int k = 0; k < n; k++)
+		if (fired[k] == 1)
+			sub_hangup(sub);
 }
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
@@ -526,6 +553,7 @@ void crs_sub_close(crs_sub *sub)
 		return;
 	if (!sub->cancelled && sub->ctl) {
 		sub->cancelled = 1;
+		/* As in crs_sub_cancel(). */
 		crs_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 	}
