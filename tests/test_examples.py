@@ -18,9 +18,10 @@ with the subscriber started first and with the publisher started first,
 RUNS times each; and README's test command is the very line .ci/run runs.
 
 usage: test_examples.py SOURCE_ROOT LIBCRS_SO CRS_DEMO TOOL... [--runs N]
-       [--timeout S] -- CC [CFLAGS...]
+       [--timeout SECONDS] -- CC [CFLAGS...]
 (the examples find the TOOLs, crs-cat and crs-top, on PATH)
 """
+import argparse
 import concurrent.futures
 import os
 import re
@@ -32,7 +33,6 @@ import tarfile
 import tempfile
 import time
 
-TIMEOUT_S = 30
 README_MARK = re.compile(r"<!-- example(: then stop)? -->$")
 MAN_MARK = re.compile(r'\.\\" example(: then stop)?$')
 
@@ -190,7 +190,7 @@ def stop_group(pgid):
     return False
 
 
-def run_once(example, run, fixture, env_path):
+def run_once(example, run, fixture, env_path, timeout_s):
     work = tempfile.mkdtemp(prefix="example.", dir=os.environ.get("CRS_TEST_TMP"))
     log = None
     try:
@@ -208,10 +208,10 @@ def run_once(example, run, fixture, env_path):
                              stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
         try:
-            p.wait(timeout=TIMEOUT_S)
+            p.wait(timeout=timeout_s)
             problem = f"exit status {p.returncode}" if p.returncode else None
         except subprocess.TimeoutExpired:
-            problem = f"still running after {TIMEOUT_S} s"
+            problem = f"still running after {timeout_s:g} s"
         if not stop_group(p.pid) and not problem:
             problem = "background processes ignored SIGTERM"
         if problem:
@@ -240,21 +240,20 @@ def check_ci_command(root):
 
 
 def main():
-    args = sys.argv[1:]
-    runs = 20
-    global TIMEOUT_S
-    for opt in ("--runs", "--timeout"):
-        if opt in args:
-            i = args.index(opt)
-            if opt == "--runs":
-                runs = int(args[i + 1])
-            else:
-                TIMEOUT_S = float(args[i + 1])
-            del args[i:i + 2]
-    cc = args[args.index("--") + 1:]
-    args = args[:args.index("--")]
-    root, libcrs, demo = args[0], os.path.abspath(args[1]), os.path.abspath(args[2])
-    bins = args[3:]
+    split = sys.argv.index("--") if "--" in sys.argv else len(sys.argv)
+    cc = sys.argv[split + 1:]
+    parser = argparse.ArgumentParser(description="run the documented examples")
+    parser.add_argument("root")
+    parser.add_argument("libcrs")
+    parser.add_argument("demo")
+    parser.add_argument("tools", nargs="+")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=30)
+    opt = parser.parse_args(sys.argv[1:split])
+    if not cc:
+        parser.error("no compiler after --")
+    root, runs = opt.root, opt.runs
+    libcrs, demo = os.path.abspath(opt.libcrs), os.path.abspath(opt.demo)
 
     examples = readme_examples(os.path.join(root, "README.md"))
     if not examples:
@@ -273,11 +272,12 @@ def main():
                             'grep -q "B: 1000 messages in order, checksum 499500" sub.out')
 
     failures = [f for f in [check_ci_command(root)] if f]
-    env_path = os.pathsep.join([os.path.dirname(os.path.abspath(b)) for b in bins] + [os.environ["PATH"]])
+    tool_dirs = [os.path.dirname(os.path.abspath(t)) for t in opt.tools]
+    env_path = os.pathsep.join(tool_dirs + [os.environ["PATH"]])
     with tempfile.TemporaryDirectory(dir=os.environ.get("CRS_TEST_TMP")) as fixture:
         make_fixture(fixture)
         with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            jobs = {pool.submit(run_once, ex, r, fixture, env_path): ex
+            jobs = {pool.submit(run_once, ex, r, fixture, env_path, opt.timeout): ex
                     for ex in examples for r in range(1, runs + 1)}
             for job in concurrent.futures.as_completed(jobs):
                 if job.result():
