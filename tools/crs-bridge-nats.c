@@ -209,17 +209,23 @@ int bridge_nats_open(struct bridge_nats *n, const struct bridge_opts *o)
 
 void bridge_nats_close(struct bridge_nats *n)
 {
-	if (n->inbox_sub)
+	if (n->inbox_sub) { /* let its last callbacks finish */
+		if (natsSubscription_Drain(n->inbox_sub) == NATS_OK)
+			natsSubscription_WaitForDrainCompletion(n->inbox_sub, 1000);
 		natsSubscription_Destroy(n->inbox_sub);
+	}
 	if (n->js)
 		jsCtx_Destroy(n->js);
 	if (n->nc) {
 		natsConnection_FlushTimeout(n->nc, 1000);
 		natsConnection_Destroy(n->nc);
 	}
-	natsMsg *m;
+	natsMsg *m; /* while libnats still runs: it frees them */
 	while ((m = bridge_nats_next(n)))
 		natsMsg_Destroy(m);
+	/* Connection callbacks (the disconnect of the close itself) run on
+	 * libnats threads and use n: wait for them before n goes away. */
+	nats_CloseAndWait(2000);
 	free(n->queue);
 	if (n->efd >= 0)
 		close(n->efd);

@@ -102,6 +102,8 @@ struct bridge_nats {
  * yet), subscribe to our inbox and make sure the JetStream stream exists
  * (creating it with o's limits). 0 or -1 with a message on stderr. */
 int bridge_nats_open(struct bridge_nats *n, const struct bridge_opts *o);
+/* Close the connection and shut libnats down (one connection per
+ * process), waiting for its threads, so that n may be freed. */
 void bridge_nats_close(struct bridge_nats *n);
 /* The next message from the inbox (ours to destroy), or NULL. */
 natsMsg *bridge_nats_next(struct bridge_nats *n);
