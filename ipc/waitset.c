@@ -8,7 +8,7 @@
  * are only queued as SQEs; they reach the kernel with the next wait.
  *
  * poll: futex_waitv(2) over the armed futex words and poll(2) over the
- * armed fds, in slices, as in wait.c.
+ * armed fds, in slices.
  */
 #include "waitset.h"
 
@@ -285,6 +285,8 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			if (!e->armed)
 				continue;
 			if (e->kind == K_FUTEX) {
+				/* Pairs with the waker's release store of the
+				 * word (pub_wake_all, sub_publish in src/). */
 				uint32_t now = __atomic_load_n(
 					(const uint32_t *)e->addr,
 					__ATOMIC_ACQUIRE);

@@ -76,15 +76,25 @@ struct crs_pub_signal {
 	_Atomic uint32_t data_signal; /* bumped to wake parked subscribers */
 	_Atomic uint32_t pub_parked;  /* 1 while the publisher sleeps for
 					 demand or room */
-	uint8_t pad[CRS_CACHELINE - 8];
+	_Atomic uint32_t progress_wanted; /* bumped when the publisher wants
+					     every consumed position now:
+					     subscribers answer at their next
+					     release */
+	uint8_t pad[CRS_CACHELINE - 12];
 };
 _Static_assert(sizeof(struct crs_pub_signal) == CRS_CACHELINE, "signal");
+_Static_assert(offsetof(struct crs_pub_signal, progress_wanted) == 8,
+	       "progress_wanted");
 
 enum crs_term_state {
 	CRS_TERM_NONE = 0,
 	CRS_TERM_COMPLETE,
 	CRS_TERM_ERROR,
 	CRS_TERM_EVICTED, /* cut off by the publisher, effective at once */
+	CRS_TERM_DETACHED, /* the epoch ended at pos without a signal
+			      (NO_EVENT): nothing more; code and message
+			      already say EPIPE, and the publisher's close
+			      turns state alone into ERROR */
 };
 
 /* A terminal signal: applies once a subscriber has consumed up to pos.
@@ -166,9 +176,11 @@ struct crs_ctl {
 	uint8_t pad0[CRS_CACHELINE - 32];
 
 	/* Lines 1-3: how this subscription ends, written by the publisher:
-	 * every field, then state (release). COMPLETE and ERROR apply once
-	 * the subscriber has consumed up to pos; EVICTED at once. Kept per
-	 * subscriber so that each connection epoch ends on its own. */
+	 * every field, then state (release). COMPLETE, ERROR and DETACHED
+	 * apply once the subscriber has consumed up to pos (and it reads
+	 * nothing at or past pos: the next epoch's frames follow there);
+	 * EVICTED at once. Kept per subscriber so that each connection
+	 * epoch ends on its own. */
 	struct crs_terminal term;
 
 	/* Line 4: demand and progress, written by the subscriber only. */

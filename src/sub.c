@@ -8,11 +8,9 @@
  * checked before use, and a bad value ends this subscription with
  * CRS_EPROTO instead of an out-of-bounds read.
  *
- * Wakeup protocol, subscriber side: announce the park word, fence,
- * re-check, sleep on data_signal. If the publisher skips its commit fence
- * (it registered for membarrier), membarrier() comes between the
- * announcement and the re-check, so no wakeup can be lost; where the
- * kernel refuses membarrier we sleep in bounded naps instead.
+ * Waits follow park.h: this file gives its hooks (sub_announce,
+ * sub_has_work, sub_withdraw) and, as a waker, publishes demand and
+ * wakes a parked publisher (sub_publish).
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,14 +27,13 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "park.h"
 #include "sub.h"
 #include "terminal.h"
 
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
-#define PARK_FIRST_NS 200000LL	  /* first nap when membarrier is refused */
-#define PARK_MAX_NAP_NS 20000000LL /* longest such nap */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
@@ -51,6 +48,7 @@ void crs_sub_opts_init(struct crs_sub_opts *o)
 	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
 }
 
+/* The first end seen is the one reported. */
 static void sub_end(struct crs_sub *sub, int code, const char *message)
 {
 	if (sub->ended)
@@ -63,19 +61,26 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 }
 
 /* Store our consumed position and demand, then wake the publisher if it
- * sleeps. The fence pairs with the one in pub_park(). */
+ * sleeps: the waker's side of park.h, with progress as the word W. */
 static void sub_publish(struct crs_sub *sub)
 {
 	struct crs_ctl *c = sub->ctl;
-	/* Both release stores pair with the acquire loads in
-	 * pub_recompute(). */
+	/* A request of the publisher read now is answered by this publish
+	 * (relaxed: nothing is read behind it). */
+	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
+	/* The release stores of consumed and requested pair with the
+	 * acquire loads in pub_recompute(); the one of progress, with the
+	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
+	 * publisher that sees the new progress sees the demand behind it. */
 	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
 	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
 	sub->published_pos = sub->pos;
 	sub->since_publish = 0;
-	crs_fence_full();
+	/* Orders the stores above before the load of pub_parked; pairs
+	 * with the fence in park_begin() after pub_announce(). */
+	park_waker_fence(1);
 	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
 		ipc_futex_wake(&c->progress, 1);
 }
@@ -86,6 +91,27 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
 	if (!sub->pub_dead &&
 	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
 		sub->pub_dead = 1;
+}
+
+/* Learn where our epoch stops, once the publisher has written our
+ * terminal record: nothing at or past its position is ours (the next
+ * epoch's frames follow there). Called after an acquire load showed a
+ * position or frame we did not know: a record written before those is
+ * then visible. The first position seen stays: a record is not moved. */
+static void sub_note_stop(struct crs_sub *sub)
+{
+	struct crs_terminal_view t;
+	if (sub->stop_pos != UINT64_MAX)
+		return;
+	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	case CRS_TERM_COMPLETE:
+	case CRS_TERM_ERROR:
+	case CRS_TERM_DETACHED:
+		sub->stop_pos = t.pos;
+		break;
+	default:
+		break;
+	}
 }
 
 /* Is a frame committed at pos? (The tag check alone decides: a word
@@ -101,10 +127,11 @@ static int frame_committed(const struct crs_sub *sub)
 			       sub->max_message, &len) != CRS_FRAME_NONE;
 }
 
-/* Step over committed padding frames at pos (they need no demand). */
+/* Step over committed padding frames at pos (they need no demand), but
+ * not over the next epoch's. */
 static void skip_padding(struct crs_sub *sub)
 {
-	for (;;) {
+	while (sub->pos < sub->stop_pos) {
 		uint64_t len;
 		const _Atomic uint64_t *h =
 			(const _Atomic uint64_t *)(sub->ring +
@@ -114,6 +141,9 @@ static void skip_padding(struct crs_sub *sub)
 		if (crs_frame_check(crs_load_acquire(h), sub->pos,
 				    sub->ring_size, sub->max_message,
 				    &len) != CRS_FRAME_PADDING)
+			return;
+		sub_note_stop(sub); /* after the acquire: see there */
+		if (sub->pos >= sub->stop_pos)
 			return;
 		sub->pos += len;
 	}
@@ -144,9 +174,16 @@ static int sub_idle(struct crs_sub *sub)
 		}
 		if (t.pos > sub->pos)
 			break; /* messages before it are still to come */
-		/* a terminal behind us is corrupt */
-		__attribute__((fallthrough));
+		goto corrupt; /* a terminal behind us */
+	case CRS_TERM_DETACHED:
+		/* Our epoch ended without a signal (NO_EVENT): nothing
+		 * more, until the publisher closes (the record becomes
+		 * ERROR) or dies (we see the hangup). */
+		if (t.pos >= sub->pos)
+			break;
+		goto corrupt;
 	default:
+	corrupt:
 		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
@@ -157,15 +194,31 @@ static int sub_idle(struct crs_sub *sub)
 	 * mapping: deliver them (as demand allows), then its terminal
 	 * record if it wrote one, and EPIPE only after that. */
 	if (sub->pub_dead) {
-		if (!frame_committed(sub)) {
+		sub_note_stop(sub);
+		if (sub->pos >= sub->stop_pos || !frame_committed(sub)) {
 			sub_end(sub, EPIPE, "publisher died");
 			return -CRS_EEND;
 		}
 		/* It may have died between a header and its position word:
-		 * from now on the headers alone say what is committed. */
-		sub->known_end = UINT64_MAX;
+		 * from now on the headers alone say what is committed, up
+		 * to where our epoch stopped. */
+		sub->known_end = sub->stop_pos;
 	}
 	return 0;
+}
+
+/* One word says how far the publisher has committed (pairs with its
+ * release store in crs_pub_commit()): a reader that has caught up
+ * watches it instead of the ring line the publisher is writing, and
+ * then reads whole batches behind it. */
+static inline void sub_refresh_end(struct crs_sub *sub)
+{
+	uint64_t end = crs_load_acquire(&sub->hdr->stats.position);
+	/* After that acquire, so that a record written before the next
+	 * epoch's frames is seen with them: never read past our own
+	 * epoch. */
+	sub_note_stop(sub);
+	sub->known_end = end < sub->stop_pos ? end : sub->stop_pos;
 }
 
 /* Find the next message at pos, skipping padding. Returns 1 with its
@@ -183,13 +236,7 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->known_end) {
-			/* One word says how far the publisher has committed
-			 * (pairs with its release store in crs_pub_commit()):
-			 * a reader that has caught up watches it instead of
-			 * the ring line the publisher is writing, and then
-			 * reads whole batches behind it. */
-			sub->known_end =
-				crs_load_acquire(&sub->hdr->stats.position);
+			sub_refresh_end(sub);
 			if (sub->pos >= sub->known_end)
 				return sub_idle(sub);
 		}
@@ -232,6 +279,15 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	return 1;
 }
 
+/* Has this subscriber read everything committed so far? */
+static inline int sub_caught_up(struct crs_sub *sub)
+{
+	if (sub->pos < sub->known_end)
+		return 0;
+	sub_refresh_end(sub);
+	return sub->pos >= sub->known_end;
+}
+
 void crs_sub_release(crs_sub *sub)
 {
 	if (!sub->held)
@@ -246,7 +302,14 @@ void crs_sub_release(crs_sub *sub)
 		sub->since_request = 0;
 		sub_publish(sub);
 	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
-		   ++sub->since_publish >= PUBLISH_EVERY) {
+		   ++sub->since_publish >= PUBLISH_EVERY ||
+		   sub_caught_up(sub) ||
+		   crs_load_relaxed(&sub->hdr->signal.progress_wanted) !=
+			   sub->wanted_seen) {
+		/* Batched, but never hidden: at the end of what was
+		 * published (the publisher may be waiting for just that,
+		 * crs_pub_wait_consumed), and at the first release after
+		 * the publisher asked (pub_want_progress). */
 		sub_publish(sub);
 	}
 }
@@ -257,6 +320,7 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		return 0;
 	if (n == 0) {
 		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
+		/* As in crs_sub_cancel(). */
 		crs_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 		return -EINVAL;
@@ -272,8 +336,15 @@ void crs_sub_cancel(crs_sub *sub)
 		return;
 	sub->cancelled = 1;
 	sub->held = 0;
+	/* Nothing is delivered after our own cancel, not even an end seen
+	 * but not delivered yet (Reactive Streams 3.6); crs_sub_end() still
+	 * says how it ended, if it had. */
 	sub_end(sub, ECANCELED, "cancelled");
-	/* Read by pub_recompute(): our demand no longer holds anyone. */
+	sub->end_delivered = 1;
+	/* Read by pub_recompute(): our demand no longer holds anyone. It
+	 * loads the flag relaxed and reads nothing behind it; the release
+	 * only keeps it before sub_publish()'s progress bump, which wakes
+	 * the publisher to look. */
 	crs_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);
 	ipc_sock_shutdown(sub->sock);
@@ -285,32 +356,34 @@ int sub_has_work(struct crs_sub *sub)
 	return sub_next(sub, &len) != 0;
 }
 
-uint32_t sub_park_begin(struct crs_sub *sub)
+int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
-	/* Pairs with the release store in wake_subscribers(). */
+	/* The acquire pairs with the release store of data_signal in
+	 * pub_wake_all(): having seen a wake's value, we also see the
+	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	/* Read by wake_if_parked() (pub.c) after each commit. */
 	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
-	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
-	return seen;
-}
-
-void sub_park_end(struct crs_sub *sub)
-{
-	crs_store_relaxed(&sub->ctl->parked, 0);
-	crs_store_relaxed(&sub->ctl->wakeups,
-			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
-}
-
-void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
-	     uint32_t seen)
-{
-	ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen);
+	sub->parkers++;
+	int how = sub->pub_fences ? 0 : PARK_MEMBARRIER;
+	if (ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen))
+		how |= PARK_NAP;
 	/* Once the publisher is known dead its socket stays readable: only
 	 * our own demand can make progress now, so do not wait on it. */
 	if (sub->pub_dead)
 		ipc_waitset_forget(ws, base + 1);
-	else
-		ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
+	else if (ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP))
+		how |= PARK_NAP;
+	return how;
+}
+
+void sub_withdraw(struct crs_sub *sub)
+{
+	if (sub->parkers == 0 || --sub->parkers > 0)
+		return;
+	crs_store_relaxed(&sub->ctl->parked, 0);
+	crs_store_relaxed(&sub->ctl->wakeups,
+			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 }
 
 void sub_hangup(struct crs_sub *sub)
@@ -318,37 +391,36 @@ void sub_hangup(struct crs_sub *sub)
 	sub->pub_dead = 1;
 }
 
-/* Park until data_signal moves, the socket stirs, or the deadline. */
+/* crs_sub_wait's hooks: park.h over this one subscription. */
+static int wait_announce(void *sub, struct ipc_waitset *ws)
+{
+	return sub_announce(sub, ws, 0);
+}
+
+static int wait_has_work(void *sub)
+{
+	return sub_has_work(sub);
+}
+
+static void wait_withdraw(void *sub)
+{
+	sub_withdraw(sub);
+}
+
+static const struct park_hooks wait_hooks = {
+	.announce = wait_announce,
+	.has_work = wait_has_work,
+	.withdraw = wait_withdraw,
+};
+
+/* Sleep until data_signal moves, the socket stirs, or the deadline. */
 static void sub_park(struct crs_sub *sub, int64_t deadline)
 {
-	uint32_t seen = sub_park_begin(sub);
-	/* The publisher's commit has no store-load fence (unless it says it
-	 * fences): membarrier() makes its last header store visible before
-	 * we look again and sleep (it pairs with the compiler fence in
-	 * wake_if_parked()). Cheaper here than a timed first nap, whose
-	 * timer costs more than the whole wakeup in a VM. Without
-	 * membarrier we sleep in bounded naps, backing off. */
-	int64_t nap = 0;
-	if (!sub->pub_fences && ipc_membarrier() != 0)
-		nap = PARK_FIRST_NS;
-	while (!sub_has_work(sub)) {
-		int64_t until = deadline;
-		if (nap) {
-			int64_t t = ipc_now_ns() + nap;
-			until = t < deadline ? t : deadline;
-		}
-		uint64_t fired[2];
-		sub_arm(sub, sub->ws, 0, seen);
-		int r = ipc_waitset_wait(sub->ws, until, fired, 2);
-		for (int k = 0; k < r; k++)
-			if (fired[k] == 1)
-				sub_hangup(sub);
-		if (r != 0 || until == deadline)
-			break;
-		if (nap < PARK_MAX_NAP_NS)
-			nap *= 2;
-	}
-	sub_park_end(sub);
+	uint64_t fired[2];
+	int n = park_wait(&wait_hooks, sub, sub->ws, deadline, fired, 2);
+	for (int k = 0; k < n; k++)
+		if (fired[k] == 1)
+			sub_hangup(sub);
 }
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
@@ -462,6 +534,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->max_message = h->max_message;
 	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
+	sub->stop_pos = UINT64_MAX;
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring_size / 4;
 	sub->sock = sub->at.sock;
@@ -480,6 +553,7 @@ void crs_sub_close(crs_sub *sub)
 		return;
 	if (!sub->cancelled && sub->ctl) {
 		sub->cancelled = 1;
+		/* As in crs_sub_cancel(). */
 		crs_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 	}
