@@ -63,11 +63,27 @@ static void on_inbox(natsConnection *nc, natsSubscription *sub, natsMsg *m,
 		n->q_head = 0;
 		n->q_cap = cap;
 	}
-	n->queue[(n->q_head + n->q_len) % n->q_cap] = m;
-	int was_empty = n->q_len++ == 0;
+	n->queue[(n->q_head + n->q_len++) % n->q_cap] = m;
+	int wake = n->waiting;
+	n->waiting = 0;
 	pthread_mutex_unlock(&n->lock);
-	if (was_empty)
+	if (wake)
 		poke(n);
+}
+
+int bridge_nats_sleep_ms(struct bridge_nats *n, int timeout_ms)
+{
+	pthread_mutex_lock(&n->lock);
+	n->waiting = n->q_len == 0;
+	pthread_mutex_unlock(&n->lock);
+	return n->waiting ? timeout_ms : 0;
+}
+
+void bridge_nats_awake(struct bridge_nats *n)
+{
+	pthread_mutex_lock(&n->lock);
+	n->waiting = 0;
+	pthread_mutex_unlock(&n->lock);
 }
 
 natsMsg *bridge_nats_next(struct bridge_nats *n)
