@@ -8,7 +8,7 @@ Roles (the stream's CRS_DIR comes from the environment):
   sub NAME              subscribe and print one JSON line: count, the
                         seqs' first and last, a digest over (seq, bytes)
   hang NAME COUNT       publish COUNT messages of 64 bytes, then print
-                        "hanging" and sleep (to be killed)
+                        "hanging" and only serve (until killed)
   block-offer NAME      publish with no subscriber: offer blocks; prints
                         "blocking" first (for the Ctrl-C test)
   block-next NAME       subscribe to a silent stream and iterate; prints
@@ -17,7 +17,6 @@ Roles (the stream's CRS_DIR comes from the environment):
 import hashlib
 import json
 import sys
-import time
 
 import crs
 
@@ -73,7 +72,8 @@ def main(argv):
             for seq in range(int(argv[3])):
                 pub.offer(payload(seq, 64))
             print("hanging", flush=True)
-            time.sleep(3600)
+            while True:  # keep serving (the inspector asks), publish no more
+                pub.wait_subscribers(1000, 1.0)
     elif role == "block-offer":
         with crs.Publisher(name) as pub:
             print("blocking", flush=True)
