@@ -27,8 +27,8 @@ const char *crs_strerror(int code)
 		return "a new publisher took the stream's name: messages may "
 		       "be missing before its first";
 	case EMFILE:
-		return "too many open files: this process is out of file "
-		       "descriptors (RLIMIT_NOFILE)";
+		return "too many open files: out of file descriptors "
+		       "(RLIMIT_NOFILE; crs_errmsg() says whose)";
 	case EDQUOT:
 		return "slot quota exceeded (max_per_process or max_per_uid)";
 	case EUSERS:

@@ -104,8 +104,7 @@ static int state_open(struct in *b)
 		char dir[256];
 		int r = crs_runtime_dir(dir, sizeof(dir));
 		if (r < 0) {
-			fprintf(stderr, "crs-bridge in: runtime directory: %s\n",
-				crs_strerror(r));
+			fprintf(stderr, "crs-bridge in: %s\n", crs_errmsg());
 			return -1;
 		}
 		snprintf(path, sizeof(path), "%s/.crs-bridge-%s-%s.state", dir,
@@ -540,8 +539,8 @@ int bridge_in(const struct bridge_opts *o)
 		goto out;
 	int err = crs_pub_create(o->stream, &o->pub, &b->pub);
 	if (err) {
-		fprintf(stderr, "crs-bridge in: %s: %s\n", o->stream,
-			crs_strerror(err));
+		fprintf(stderr, "crs-bridge in: %s: %s (%s)\n", o->stream,
+			crs_strerror(err), crs_errmsg());
 		goto out;
 	}
 	b->heard_ns = bridge_now_ns();
@@ -556,7 +555,8 @@ int bridge_in(const struct bridge_opts *o)
 		goto out;
 	}
 	while (!b->ended && !stop) {
-		int r = crs_loop_run(b->loop, 1000);
+		int r = crs_loop_run(b->loop, bridge_nats_sleep_ms(&b->n, 1000));
+		bridge_nats_awake(&b->n);
 		if (r < 0 && r != -EINTR) {
 			fprintf(stderr, "crs-bridge in: loop: %s\n",
 				crs_strerror(r));

@@ -63,11 +63,27 @@ static void on_inbox(natsConnection *nc, natsSubscription *sub, natsMsg *m,
 		n->q_head = 0;
 		n->q_cap = cap;
 	}
-	n->queue[(n->q_head + n->q_len) % n->q_cap] = m;
-	int was_empty = n->q_len++ == 0;
+	n->queue[(n->q_head + n->q_len++) % n->q_cap] = m;
+	int wake = n->waiting;
+	n->waiting = 0;
 	pthread_mutex_unlock(&n->lock);
-	if (was_empty)
+	if (wake)
 		poke(n);
+}
+
+int bridge_nats_sleep_ms(struct bridge_nats *n, int timeout_ms)
+{
+	pthread_mutex_lock(&n->lock);
+	n->waiting = n->q_len == 0;
+	pthread_mutex_unlock(&n->lock);
+	return n->waiting ? timeout_ms : 0;
+}
+
+void bridge_nats_awake(struct bridge_nats *n)
+{
+	pthread_mutex_lock(&n->lock);
+	n->waiting = 0;
+	pthread_mutex_unlock(&n->lock);
 }
 
 natsMsg *bridge_nats_next(struct bridge_nats *n)
@@ -209,17 +225,23 @@ int bridge_nats_open(struct bridge_nats *n, const struct bridge_opts *o)
 
 void bridge_nats_close(struct bridge_nats *n)
 {
-	if (n->inbox_sub)
+	if (n->inbox_sub) { /* let its last callbacks finish */
+		if (natsSubscription_Drain(n->inbox_sub) == NATS_OK)
+			natsSubscription_WaitForDrainCompletion(n->inbox_sub, 1000);
 		natsSubscription_Destroy(n->inbox_sub);
+	}
 	if (n->js)
 		jsCtx_Destroy(n->js);
 	if (n->nc) {
 		natsConnection_FlushTimeout(n->nc, 1000);
 		natsConnection_Destroy(n->nc);
 	}
-	natsMsg *m;
+	natsMsg *m; /* while libnats still runs: it frees them */
 	while ((m = bridge_nats_next(n)))
 		natsMsg_Destroy(m);
+	/* Connection callbacks (the disconnect of the close itself) run on
+	 * libnats threads and use n: wait for them before n goes away. */
+	nats_CloseAndWait(2000);
 	free(n->queue);
 	if (n->efd >= 0)
 		close(n->efd);

@@ -444,8 +444,8 @@ int bridge_out(const struct bridge_opts *o)
 	so.wait_ms = -1;
 	int err = crs_sub_open(o->stream, &so, &b->sub);
 	if (err) {
-		fprintf(stderr, "crs-bridge out: %s: %s\n", o->stream,
-			crs_strerror(err));
+		fprintf(stderr, "crs-bridge out: %s: %s (%s)\n", o->stream,
+			crs_strerror(err), crs_errmsg());
 		goto out;
 	}
 	b->sid = crs_sub_stream_id(b->sub);
@@ -482,7 +482,8 @@ int bridge_out(const struct bridge_opts *o)
 	}
 	top_up(b);
 	while (!b->done && !b->fatal && !stop) {
-		int r = crs_loop_run(b->loop, 1000);
+		int r = crs_loop_run(b->loop, bridge_nats_sleep_ms(&b->n, 1000));
+		bridge_nats_awake(&b->n);
 		if (r < 0 && r != -EINTR) {
 			fprintf(stderr, "crs-bridge out: loop: %s\n",
 				crs_strerror(r));

@@ -315,7 +315,5 @@ int main(int argc, char **argv)
 	}
 	if (r)
 		return r;
-	r = o.out ? bridge_out(&o) : bridge_in(&o);
-	nats_Close();
-	return r;
+	return o.out ? bridge_out(&o) : bridge_in(&o);
 }

@@ -93,6 +93,7 @@ struct bridge_nats {
 	natsMsg **queue; /* ring of messages arrived at the inbox */
 	size_t q_head, q_len, q_cap;
 	int q_overflow;			/* the queue could not grow */
+	int waiting; /* the loop may sleep: wake it through efd */
 	_Atomic int connected;		/* 1 while the link is up */
 	_Atomic int64_t down_since_ns;	/* when it went down */
 	_Atomic uint64_t reconnects;
@@ -102,9 +103,17 @@ struct bridge_nats {
  * yet), subscribe to our inbox and make sure the JetStream stream exists
  * (creating it with o's limits). 0 or -1 with a message on stderr. */
 int bridge_nats_open(struct bridge_nats *n, const struct bridge_opts *o);
+/* Close the connection and shut libnats down (one connection per
+ * process), waiting for its threads, so that n may be freed. */
 void bridge_nats_close(struct bridge_nats *n);
 /* The next message from the inbox (ours to destroy), or NULL. */
 natsMsg *bridge_nats_next(struct bridge_nats *n);
+/* Before the loop sleeps: timeout_ms, or 0 if messages wait already;
+ * arrivals from then on wake it. After: bridge_nats_awake(). Messages
+ * arriving while the loop works wake nobody (it looks before it sleeps),
+ * which saves a syscall and a wakeup per message under load. */
+int bridge_nats_sleep_ms(struct bridge_nats *n, int timeout_ms);
+void bridge_nats_awake(struct bridge_nats *n);
 /* Empty the eventfd (called when it polled readable). */
 void bridge_nats_drain_efd(struct bridge_nats *n);
 /* How long the link has been down, ms; 0 while it is up. */

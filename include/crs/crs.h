@@ -9,7 +9,8 @@
  *
  * Conventions (as in liburing): every call returns 0 or a count on success
  * and a negative errno value (or a negative CRS_E* code) on failure;
- * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * crs_strerror() explains each, and crs_errmsg() says what the last
+ * failing open or create found. Handles are opaque. A handle may be used by
  * one thread at a time; different handles are independent.
  */
 #ifndef CRS_CRS_H
@@ -33,7 +34,9 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
 #define CRS_UNBOUNDED UINT64_MAX
 
-/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+/* Longest stream name; names use [A-Za-z0-9._-] and start with neither
+ * '.' (no hidden or climbing names) nor '-' (a name on a command line
+ * never reads as an option). */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
@@ -316,7 +319,13 @@ uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers
  * (accepting new ones, noticing departures) meanwhile. timeout_ms < 0
- * waits forever. Returns 0, -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN. */
+ * waits forever. A publisher not connected yet whose autoConnect has
+ * not fired waits for it too (until enough subscribers have arrived and
+ * requested): the blocking way to wait until connected. Returns 0,
+ * -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN (the epoch terminated: call
+ * crs_pub_connect for the next), -ENOTCONN at once when nothing but
+ * crs_pub_connect can connect the stream (manual connect, after a
+ * disconnect, or autoConnect already used). */
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
@@ -455,8 +464,11 @@ void crs_sub_close(crs_sub *sub);
 /* One thread waiting on many streams and fds at once. With io_uring (the
  * default where the kernel allows it) a sleeping loop is one
  * io_uring_enter covering every futex word, socket and timeout; without
- * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll.
- * A loop and the handles registered with it are used from one thread. */
+ * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll
+ * (engine "poll"), and where futex_waitv is missing too (kernels before
+ * 5.16, strict seccomp profiles) on plain FUTEX_WAIT ("futex"). The same
+ * engines serve crs_sub_wait and crs_pub_wait*. A loop and the handles
+ * registered with it are used from one thread. */
 typedef struct crs_loop crs_loop;
 
 /* Called when a publisher may be able to publish more: a subscriber
@@ -471,7 +483,7 @@ typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
 int crs_loop_new(crs_loop **out);
 /* Frees the loop; registered handles stay open and are the caller's. */
 void crs_loop_free(crs_loop *loop);
-/* "io_uring" or "poll". */
+/* "io_uring", "poll" or "futex". */
 const char *crs_loop_engine(const crs_loop *loop);
 
 /* Deliver sub's messages and its terminal signal to cb (as
@@ -501,8 +513,12 @@ int crs_loop_remove_fd(crs_loop *loop, int fd);
  * timeout_ms passes (< 0: no limit, 0: do not sleep). Returns the number
  * of callbacks made (0 on timeout), -EINTR when a signal handler ran
  * while it slept (look at your flags, then run again), or -errno. The
- * fallback engine wakes every 20 ms while it watches fds (no single
- * classic syscall sleeps on a futex and an fd together). */
+ * fallback engines sleep on every word until something fires when they
+ * can; else in slices, looking at everything between two: every 20 ms
+ * while they watch fds (no classic syscall sleeps on a futex and an fd
+ * together), every 1 ms while more words are armed than one call takes
+ * (128 for futex_waitv, one for FUTEX_WAIT), moving on to the next words
+ * each slice. There is no limit on the number of registrations. */
 int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
