@@ -1296,7 +1296,7 @@ static int run_publisher(const struct cat_opts *o)
 		return fail(o->name,
 			    err == -EEXIST ? "another publisher owns the name"
 					   : "cannot create the stream",
-			    err, NULL);
+			    err, crs_errmsg());
 	struct pub_run p = { .pub = pub, .o = o };
 	if (!o->binary) {
 		p.cap = o->max_message + READ_BLOCK;
@@ -1581,7 +1581,7 @@ static void sub_on_error(void *ctx, int code, const char *message)
 }
 
 static const struct crs_sub_callbacks sub_callbacks = {
-	sub_on_next, sub_on_complete, sub_on_error
+	sub_on_next, sub_on_complete, sub_on_error, NULL
 };
 
 /* -e: deliver what is there without waiting. A poll that finds nothing
@@ -1675,7 +1675,7 @@ static int sub_report(struct sub_run *s, int err)
 static int open_error(const struct cat_opts *o, int err)
 {
 	if (err != -ENOENT)
-		return fail(o->name, "cannot subscribe", err, NULL);
+		return fail(o->name, "cannot subscribe", err, crs_errmsg());
 	char dir[4096], what[4200];
 	if (crs_runtime_dir(dir, sizeof(dir)) < 0)
 		snprintf(dir, sizeof(dir), "the runtime directory (none yet)");
