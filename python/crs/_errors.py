@@ -33,6 +33,12 @@ class VersionError(Error):
     """CRS_EVERSION: a peer speaks another layout or handshake version."""
 
 
+class GapError(Error):
+    """CRS_EGAP: a following subscriber found a new publisher of its name;
+    what was published between the old stream's end and the new one's
+    first message is missed."""
+
+
 class StreamError(OSError):
     """The stream ended with an error (the terminal signal on_error).
 

@@ -17,7 +17,10 @@ int py_errors_init(PyObject *module)
 		[CRS_EEND - CRS_EBASE] = "EndedError",
 		[CRS_EPROTO - CRS_EBASE] = "ProtocolError",
 		[CRS_EVERSION - CRS_EBASE] = "VersionError",
+		[CRS_EGAP - CRS_EBASE] = "GapError",
 	};
+	/* A new code in crs.h needs its class here and in crs/_errors.py. */
+	_Static_assert(CRS_ELAST - CRS_EBASE == 7, "a crs code without a class");
 	PyObject *mod = PyImport_ImportModule("crs._errors");
 	if (!mod)
 		return -1;

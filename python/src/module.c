@@ -99,6 +99,7 @@ PyMODINIT_FUNC PyInit__crs(void)
 	    PyModule_AddIntConstant(m, "EEND", CRS_EEND) < 0 ||
 	    PyModule_AddIntConstant(m, "EPROTO", CRS_EPROTO) < 0 ||
 	    PyModule_AddIntConstant(m, "EVERSION", CRS_EVERSION) < 0 ||
+	    PyModule_AddIntConstant(m, "EGAP", CRS_EGAP) < 0 ||
 	    PyModule_AddIntConstant(m, "ELAST", CRS_ELAST) < 0 ||
 	    PyModule_AddIntConstant(m, "VERSION_MAJOR", CRS_VERSION_MAJOR) < 0 ||
 	    PyModule_AddIntConstant(m, "VERSION_MINOR", CRS_VERSION_MINOR) < 0) {

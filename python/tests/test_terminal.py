@@ -104,7 +104,8 @@ def test_every_library_code_maps_to_a_class():
                crs.ENOROOM: crs.NoRoomError,
                crs.EEND: crs.EndedError,
                crs.EPROTO: crs.ProtocolError,
-               crs.EVERSION: crs.VersionError}
+               crs.EVERSION: crs.VersionError,
+               crs.EGAP: crs.GapError}
     assert sorted(classes) == list(range(crs.EBASE + 1, crs.ELAST))
     for code, cls in classes.items():
         e = crs._crs._error_for(-code)
