@@ -23,6 +23,28 @@
 #define APPEAR_RETRY_NS 10000000LL
 #define BACKLOG_RETRY_NS 1000000LL
 
+int crs_attach_connect(const char *name, char *dir, size_t dir_size)
+{
+	struct crs_paths paths;
+	int fd = crs_paths_for(name, 0, &paths);
+	if (fd)
+		return fd;
+	if (dir)
+		strlcpy(dir, paths.dir.path, dir_size);
+	fd = ipc_sock_connect(paths.dir.fd, paths.dir.path, paths.sock);
+	if (fd < 0 && fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED)
+		crs_err_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
+			    paths.sock, crs_strerror(fd));
+	else if (fd == -ENOENT || fd == -ECONNREFUSED)
+		crs_err_set(fd,
+			    fd == -ENOENT ? "no stream '%s' in %s"
+					  : "stream '%s' in %s is "
+					    "stale: its publisher died",
+			    name, paths.dir.path);
+	crs_paths_close(&paths);
+	return fd;
+}
+
 /* Connect to stream `name`. A missing or stale socket is retried until
  * wait_ms has passed; a full listen backlog (a publisher that is stopped
  * or swamped and does not accept) until the handshake deadline, which
@@ -34,25 +56,7 @@ static int connect_stream(const char *name, int wait_ms, int handshake_ms,
 	int64_t appear = ipc_deadline(wait_ms);
 	int backlog_full = 0;
 	for (;;) {
-		struct crs_paths paths;
-		int fd = crs_paths_for(name, 0, &paths);
-		if (!fd) {
-			fd = ipc_sock_connect(paths.dir.fd, paths.dir.path,
-					      paths.sock);
-			if (fd < 0 && fd != -EAGAIN && fd != -ENOENT &&
-			    fd != -ECONNREFUSED)
-				crs_err_set(fd, "cannot connect to %s/%s: %s",
-					    paths.dir.path, paths.sock,
-					    crs_strerror(fd));
-			else if (fd == -ENOENT || fd == -ECONNREFUSED)
-				crs_err_set(fd,
-					    fd == -ENOENT
-						    ? "no stream '%s' in %s"
-						    : "stream '%s' in %s is "
-						      "stale: its publisher died",
-					    name, paths.dir.path);
-			crs_paths_close(&paths);
-		}
+		int fd = crs_attach_connect(name, NULL, 0);
 		if ((fd >= 0 || fd == -EAGAIN) && !backlog_full) {
 			*hs_deadline = ipc_deadline(handshake_ms);
 			backlog_full = fd == -EAGAIN;
@@ -96,11 +100,11 @@ static int await_welcome(struct crs_attach *a, const char *name,
 	char buf[sizeof(m) + 1];
 	int got[IPC_MAX_FDS], ngot;
 	int p;
-	do {
+	do { /* past the deadline: one last look */
 		int64_t left = ipc_left_ns(deadline);
 		int ms = left == INT64_MAX ? -1
 					   : (int)((left + 999999) / 1000000);
-		p = left == 0 ? 0 : ipc_fd_poll(a->sock, POLLIN, ms);
+		p = ipc_fd_poll(a->sock, POLLIN, ms);
 	} while (p == -EINTR);
 	if (p < 0)
 		return p;
@@ -195,6 +199,48 @@ static int map_segments(struct crs_attach *a)
 	return 0;
 }
 
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name)
+{
+	memset(a, 0, sizeof(*a));
+	a->data_fd = a->ctl_fd = -1;
+	a->sock = sock;
+	struct ipc_peer peer;
+	int err = ipc_sock_peer(a->sock, &peer);
+	if (!err && peer.uid != getuid() && peer.uid != 0)
+		/* neither ours nor root's: do not trust it */
+		err = crs_err_set(-EACCES, "the socket of stream '%s' is "
+				  "served by uid %u, neither you nor root",
+				  name, (unsigned)peer.uid);
+	struct crs_hs_hello hello;
+	crs_hs_hello_init(&hello, role, name);
+	if (!err)
+		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
+	/* A publisher that refuses us at accept (credentials, no room)
+	 * hangs up before our HELLO: its REJECT is still queued for us. */
+	if (err == -EPIPE || err == -ECONNRESET)
+		err = 0;
+	if (err)
+		crs_detach(a);
+	return err;
+}
+
+int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
+		       int64_t deadline)
+{
+	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
+	int fds[2] = { -1, -1 };
+	int err = await_welcome(a, name, deadline, nfds, fds);
+	if (!err) {
+		a->data_fd = fds[0];
+		a->ctl_fd = fds[1];
+		err = map_segments(a);
+	}
+	if (err)
+		crs_detach(a);
+	return err;
+}
+
 int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	       struct crs_attach *a)
 {
@@ -205,33 +251,12 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	if (err)
 		return err;
 	int64_t hs_deadline;
-	a->sock = connect_stream(name, wait_ms, handshake_ms, &hs_deadline);
-	if (a->sock < 0)
-		return crs_err_code(a->sock);
-	struct ipc_peer peer;
-	err = ipc_sock_peer(a->sock, &peer);
-	if (!err && peer.uid != getuid() && peer.uid != 0)
-		/* neither ours nor root's: do not trust it */
-		err = crs_err_set(-EACCES, "the socket of stream '%s' is "
-				  "served by uid %u, neither you nor root",
-				  name, (unsigned)peer.uid);
-	struct crs_hs_hello hello;
-	crs_hs_hello_init(&hello, role, name);
+	int sock = connect_stream(name, wait_ms, handshake_ms, &hs_deadline);
+	if (sock < 0)
+		return crs_err_code(sock);
+	err = crs_attach_hello(a, sock, role, name);
 	if (!err)
-		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
-	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
-	int fds[2] = { -1, -1 };
-	/* A publisher that refuses us at accept (credentials, no room)
-	 * hangs up before our HELLO: its REJECT is still queued for us. */
-	if (!err || err == -EPIPE || err == -ECONNRESET)
-		err = await_welcome(a, name, hs_deadline, nfds, fds);
-	if (!err) {
-		a->data_fd = fds[0];
-		a->ctl_fd = fds[1];
-		err = map_segments(a);
-	}
-	if (err)
-		crs_detach(a);
+		err = crs_attach_welcome(a, name, role, hs_deadline);
 	return crs_err_code(err);
 }
 

@@ -36,4 +36,18 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	       struct crs_attach *a);
 void crs_detach(struct crs_attach *a);
 
+/* The same in steps, for an open that must not block (opener.c). One
+ * connection attempt to the stream's socket: a connected non-blocking
+ * fd, -EAGAIN (backlog full), -ENOENT, -ECONNREFUSED (a dead
+ * publisher's leftovers) or -errno; the runtime directory's path goes
+ * to dir if not NULL. Then the peer check and HELLO on it (a takes
+ * sock, also on failure), and once sock is readable the WELCOME (or a
+ * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the
+ * mappings. On failure nothing is left open; crs_errmsg() says why. */
+int crs_attach_connect(const char *name, char *dir, size_t dir_size);
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name);
+int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
+		       int64_t deadline);
+
 #endif

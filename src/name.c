@@ -1,7 +1,8 @@
 /*
  * name.c - stream names: [A-Za-z0-9._-]{1,64}, not starting with '.', so
- * that a name can never climb out of the runtime directory or hide; and
- * the runtime directory, with a message that says why it was refused.
+ * that a name can never climb out of the runtime directory or hide, nor
+ * with '-', so that a name on a command line never reads as an option;
+ * and the runtime directory, with a message that says why it was refused.
  */
 #include "name.h"
 
@@ -19,9 +20,10 @@ static int name_check(const char *name)
 {
 	if (!name || !*name)
 		return crs_err_set(-EINVAL, "stream name is empty");
-	if (name[0] == '.')
+	if (name[0] == '.' || name[0] == '-')
 		return crs_err_set(-EINVAL,
-				   "stream name '%.64s' starts with '.'", name);
+				   "stream name '%.64s' starts with '%c'", name,
+				   name[0]);
 	size_t n = 0;
 	for (const char *p = name; *p; p++, n++) {
 		char c = *p;
@@ -56,6 +58,12 @@ static int dir_error(const struct ipc_rundir *d, int err)
 	else if (d->source)
 		snprintf(from, sizeof(from), " (from XDG_RUNTIME_DIR=%s)",
 			 getenv("XDG_RUNTIME_DIR"));
+	if (d->why && d->have_st && S_ISLNK(d->st.st_mode))
+		return crs_err_set(err,
+				   "runtime directory %s%s is refused: %s "
+				   "(the link belongs to uid %u; you are uid %u)",
+				   d->path, from, d->why,
+				   (unsigned)d->st.st_uid, (unsigned)getuid());
 	if (d->why && d->have_st)
 		return crs_err_set(err,
 				   "runtime directory %s%s is refused: %s "

@@ -755,14 +755,20 @@ static int pub_wait_for(struct crs_pub *pub,
 static int ready_claim(struct crs_pub *pub, uint64_t len)
 {
 	uint64_t pad;
+	if (pub->state != PUB_CONNECTED)
+		return 0; /* autoConnect pending: serving will connect */
 	pub_recompute(pub);
 	return pub_check(pub, claim_need(pub, crs_frame_size(len), &pad)) == 0;
 }
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
 {
-	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
+	if (pub->state == PUB_TERMINATED)
+		return -ESHUTDOWN;
+	/* Unconnected: wait only if serving can connect us (autoConnect
+	 * not fired yet); nobody else can call crs_pub_connect meanwhile. */
+	if (pub->state != PUB_CONNECTED && pub->auto_connect < 0)
+		return -ENOTCONN;
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	return pub_wait_for(pub, ready_claim, len, timeout_ms);

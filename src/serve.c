@@ -405,14 +405,14 @@ static void out_of_fds(struct crs_pub *pub, int err, int64_t now)
  * the listen backlog. */
 static void accept_some(struct crs_pub *pub, int64_t now)
 {
+	/* One token per PUB_ACCEPT_COST_NS since the last refill, up to a
+	 * burst; the remainder of a period carries over. */
 	int64_t earned = (now - pub->tokens_ns) / PUB_ACCEPT_COST_NS;
 	if (earned > 0) {
 		pub->tokens_ns += earned * PUB_ACCEPT_COST_NS;
-		pub->accept_tokens = earned >= PUB_ACCEPT_BURST
-					     ? PUB_ACCEPT_BURST
-					     : pub->accept_tokens + (int)earned;
-		if (pub->accept_tokens > PUB_ACCEPT_BURST)
-			pub->accept_tokens = PUB_ACCEPT_BURST;
+		int64_t have = pub->accept_tokens + earned;
+		pub->accept_tokens =
+			have > PUB_ACCEPT_BURST ? PUB_ACCEPT_BURST : (int)have;
 	}
 	while (pub->accept_tokens > 0) {
 		int fd = ipc_sock_accept(pub->listen_fd);

@@ -23,9 +23,12 @@ const char *crs_strerror(int code)
 		return "protocol violation by the peer";
 	case CRS_EVERSION:
 		return "the peer speaks another crs protocol version";
+	case CRS_EGAP:
+		return "a new publisher took the stream's name: messages may "
+		       "be missing before its first";
 	case EMFILE:
-		return "too many open files: this process is out of file "
-		       "descriptors (RLIMIT_NOFILE)";
+		return "too many open files: out of file descriptors "
+		       "(RLIMIT_NOFILE; crs_errmsg() says whose)";
 	case EDQUOT:
 		return "slot quota exceeded (max_per_process or max_per_uid)";
 	case EUSERS:

@@ -327,7 +327,7 @@ static void test_flipping_attacker(void **state)
 static void test_silent_peers(void **state)
 {
 	(void)state;
-	struct opener o = { .handshake_ms = 2000 };
+	struct opener o = { .handshake_ms = 3000 }; /* < the 5 s HELLO timeout */
 	tu_name(o.name, sizeof(o.name), "silent");
 	crs_pub *pub = tu_make_pub(o.name, 1 << 16);
 	/* More silent peers than the handshake table holds, all accepted

@@ -12,13 +12,16 @@ marked `example: then stop` has a background publisher that runs until
 stopped: its foreground commands must succeed, then the run's processes
 are stopped with SIGTERM.
 
-Also: README's C example (examples/pubsub.c, crs-demo) with the
-subscriber started first and with the publisher started first, RUNS times
-each; and README's test command is the very line .ci/run runs.
+Also: README's C example, built from README's text with CC and with
+libcrs, and the whole program it stands for (examples/pubsub.c, crs-demo),
+with the subscriber started first and with the publisher started first,
+RUNS times each; and README's test command is the very line .ci/run runs.
 
-usage: test_examples.py SOURCE_ROOT CRS_DEMO TOOL... [--runs N] [--timeout S]
+usage: test_examples.py SOURCE_ROOT LIBCRS_SO CRS_DEMO TOOL... [--runs N]
+       [--timeout SECONDS] -- CC [CFLAGS...]
 (the examples find the TOOLs, crs-cat and crs-top, on PATH)
 """
+import argparse
 import concurrent.futures
 import os
 import re
@@ -30,7 +33,6 @@ import tarfile
 import tempfile
 import time
 
-TIMEOUT_S = 30
 README_MARK = re.compile(r"<!-- example(: then stop)? -->$")
 MAN_MARK = re.compile(r'\.\\" example(: then stop)?$')
 
@@ -81,19 +83,77 @@ def man_examples(path):
     return found
 
 
-def demo_examples(demo):
-    # The subscriber may start first (it waits for the stream), and the
-    # publisher may (it waits for demand). The pause and the wait for the
-    # socket only make each order likely: either way the run must pass.
-    check = 'grep -q "subscriber: 1000 messages (checksum 499500)" sub.out'
-    sub_first = (f"{demo} subscribe numbers > sub.out &\nsleep 0.1\n"
-                 f"{demo} publish numbers 1000\nwait $!\n{check}")
-    pub_first = (f"{demo} publish numbers 1000 &\n"
+def both_orders(what, publisher, subscriber, check):
+    """Publisher and subscriber commands run as an example, in each order.
+    The subscriber may start first (it waits for the stream), and the
+    publisher may (it waits for demand). The pause and the wait for the
+    socket only make each order likely: either way the run must pass."""
+    sub_first = (f"{subscriber} > sub.out &\nsleep 0.1\n"
+                 f"{publisher}\nwait $!\n{check}")
+    pub_first = (f"{publisher} &\n"
                  'for i in $(seq 1000); do [ -S "$CRS_DIR/numbers.sock" ] && break; '
                  "sleep 0.01; done\n"
-                 f"{demo} subscribe numbers > sub.out\nwait $!\n{check}")
-    return [Example("README C example, subscriber first", sub_first, False),
-            Example("README C example, publisher first", pub_first, False)]
+                 f"{subscriber} > sub.out\nwait $!\n{check}")
+    return [Example(f"{what}, subscriber first", sub_first, False),
+            Example(f"{what}, publisher first", pub_first, False)]
+
+
+# README's C example: its two processes as the two functions of a program.
+C_WRAPPER = """#include <crs/crs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t n, sum;
+
+static void use(const void *data, size_t len, uint64_t seq)
+{
+	uint64_t v = 0;
+	memcpy(&v, data, len < sizeof(v) ? len : sizeof(v));
+	sum += v;
+	n += seq == n;
+}
+
+static void process_a(void)
+{
+%s
+}
+
+static void process_b(void)
+{
+%s
+	printf("B: %%llu messages in order, checksum %%llu\\n",
+	       (unsigned long long)n, (unsigned long long)sum);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "A"))
+		process_a();
+	else if (argc == 2 && !strcmp(argv[1], "B"))
+		process_b();
+	else
+		return 2;
+	return 0;
+}
+"""
+
+
+def readme_c_program(readme, cc, libcrs, include_dir, out_dir):
+    """Build README's C example (processes A and B) into a program."""
+    text = open(readme).read()
+    m = re.search(r"```c\n#include <crs/crs.h>\n(.*?)```", text, flags=re.S)
+    if not m or "/* Process B" not in m.group(1):
+        sys.exit(f"FAIL: {readme}: no C example with processes A and B found")
+    a, b = m.group(1).split("/* Process B", 1)
+    src = os.path.join(out_dir, "readme_example.c")
+    with open(src, "w") as f:
+        f.write(C_WRAPPER % (a, "/* Process B" + b))
+    exe = os.path.join(out_dir, "readme_example")
+    subprocess.run(cc + ["-std=c11", "-Wall", "-Werror", "-I", include_dir, "-o", exe,
+                         src, libcrs, "-Wl,-rpath," + os.path.dirname(libcrs)],
+                   check=True)
+    return exe
 
 
 def make_fixture(root):
@@ -130,7 +190,7 @@ def stop_group(pgid):
     return False
 
 
-def run_once(example, run, fixture, env_path):
+def run_once(example, run, fixture, env_path, timeout_s):
     work = tempfile.mkdtemp(prefix="example.", dir=os.environ.get("CRS_TEST_TMP"))
     log = None
     try:
@@ -148,10 +208,10 @@ def run_once(example, run, fixture, env_path):
                              stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
         try:
-            p.wait(timeout=TIMEOUT_S)
+            p.wait(timeout=timeout_s)
             problem = f"exit status {p.returncode}" if p.returncode else None
         except subprocess.TimeoutExpired:
-            problem = f"still running after {TIMEOUT_S} s"
+            problem = f"still running after {timeout_s:g} s"
         if not stop_group(p.pid) and not problem:
             problem = "background processes ignored SIGTERM"
         if problem:
@@ -180,18 +240,20 @@ def check_ci_command(root):
 
 
 def main():
-    args = sys.argv[1:]
-    runs = 20
-    global TIMEOUT_S
-    for opt in ("--runs", "--timeout"):
-        if opt in args:
-            i = args.index(opt)
-            if opt == "--runs":
-                runs = int(args[i + 1])
-            else:
-                TIMEOUT_S = float(args[i + 1])
-            del args[i:i + 2]
-    root, demo, bins = args[0], os.path.abspath(args[1]), args[2:]
+    split = sys.argv.index("--") if "--" in sys.argv else len(sys.argv)
+    cc = sys.argv[split + 1:]
+    parser = argparse.ArgumentParser(description="run the documented examples")
+    parser.add_argument("root")
+    parser.add_argument("libcrs")
+    parser.add_argument("demo")
+    parser.add_argument("tools", nargs="+")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=30)
+    opt = parser.parse_args(sys.argv[1:split])
+    if not cc:
+        parser.error("no compiler after --")
+    root, runs = opt.root, opt.runs
+    libcrs, demo = os.path.abspath(opt.libcrs), os.path.abspath(opt.demo)
 
     examples = readme_examples(os.path.join(root, "README.md"))
     if not examples:
@@ -200,14 +262,22 @@ def main():
     for page in sorted(os.listdir(man_dir)):
         if page.endswith(".1"):
             examples += man_examples(os.path.join(man_dir, page))
-    examples += demo_examples(demo)
+    examples += both_orders("crs-demo (examples/pubsub.c)",
+                            f"{demo} publish numbers 1000", f"{demo} subscribe numbers",
+                            'grep -q "subscriber: 1000 messages (checksum 499500)" sub.out')
+    build = tempfile.mkdtemp(prefix="readme-c.", dir=os.environ.get("CRS_TEST_TMP"))
+    prog = readme_c_program(os.path.join(root, "README.md"), cc, libcrs,
+                            os.path.join(root, "include"), build)
+    examples += both_orders("README's C example", f"{prog} A", f"{prog} B",
+                            'grep -q "B: 1000 messages in order, checksum 499500" sub.out')
 
     failures = [f for f in [check_ci_command(root)] if f]
-    env_path = os.pathsep.join([os.path.dirname(os.path.abspath(b)) for b in bins] + [os.environ["PATH"]])
+    tool_dirs = [os.path.dirname(os.path.abspath(t)) for t in opt.tools]
+    env_path = os.pathsep.join(tool_dirs + [os.environ["PATH"]])
     with tempfile.TemporaryDirectory(dir=os.environ.get("CRS_TEST_TMP")) as fixture:
         make_fixture(fixture)
         with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            jobs = {pool.submit(run_once, ex, r, fixture, env_path): ex
+            jobs = {pool.submit(run_once, ex, r, fixture, env_path, opt.timeout): ex
                     for ex in examples for r in range(1, runs + 1)}
             for job in concurrent.futures.as_completed(jobs):
                 if job.result():
@@ -217,6 +287,7 @@ def main():
         print(f"{'FAIL' if bad else 'ok'}: {ex.where}: {runs - bad}/{runs} runs passed")
     for f in sorted(failures):
         print(f, end="" if f.endswith("\n") else "\n")
+    shutil.rmtree(build, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 

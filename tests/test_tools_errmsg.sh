@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_tools_errmsg.sh CRS_TOP CRS_CAT - the tools print crs_errmsg()'s
 # context: which runtime directory is refused and why, who owns a name;
-# crs-top exits non-zero when the runtime directory is unusable.
+# crs-top exits non-zero when the runtime directory is unusable, and
+# ends even when a publisher is stopped with its backlog full.
 set -u
 top=$1 cat=$2
 fails=0
@@ -40,6 +41,38 @@ check "crs-cat -P on a taken name" "$out" "already published by pid $owner"
 # A directory not created yet is no error for crs-top: no streams.
 CRS_DIR=$dir/not-yet "$top" -b -n 1 >/dev/null 2>&1 ||
 	{ echo "FAIL: crs-top failed on a missing directory"; fails=$((fails + 1)); }
+
+# A stopped publisher whose listen backlog is full: crs-top still ends,
+# its inspection bounded by the timeout from the first syscall on.
+kill -STOP $owner
+/usr/bin/python3 - "$dir/clash.sock" <<'PY' &
+import socket, sys, time
+held = []
+try:
+    while len(held) < 1000:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.setblocking(False)
+        s.connect(sys.argv[1])
+        held.append(s)
+except BlockingIOError:
+    pass
+pass
+time.sleep(60)
+PY
+filler=$!
+for _ in $(seq 100); do
+	[[ $(ls /proc/$filler/fd 2>/dev/null | wc -l) -gt 100 ]] && break
+	sleep 0.05
+done
+sleep 0.2
+out=$(CRS_DIR=$dir timeout 15 "$top" --json -n 1 2>&1)
+[[ -n ${VERBOSE:-} ]] && echo "$out"
+rc=$?
+[[ $rc -ne 124 ]] || { echo "FAIL: crs-top hung on a stopped publisher"; fails=$((fails + 1)); }
+check "crs-top on a stopped publisher" "$out" '"clash"'
+check "crs-top on a stopped publisher" "$out" "timed out"
+kill $filler
+kill -CONT $owner
 exec 3>&-
 wait $owner
 

@@ -469,7 +469,7 @@ int bridge_out(const struct bridge_opts *o)
 	}
 
 	static const struct crs_sub_callbacks cb = { on_next, on_complete,
-						     on_error };
+						     on_error, NULL };
 	b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	struct itimerspec its = { { 0, TICK_MS * 1000000 },
 				  { 0, TICK_MS * 1000000 } };

@@ -9,7 +9,8 @@
  *
  * Conventions (as in liburing): every call returns 0 or a count on success
  * and a negative errno value (or a negative CRS_E* code) on failure;
- * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * crs_strerror() explains each, and crs_errmsg() says what the last
+ * failing open or create found. Handles are opaque. A handle may be used by
  * one thread at a time; different handles are independent.
  */
 #ifndef CRS_CRS_H
@@ -33,7 +34,9 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
 #define CRS_UNBOUNDED UINT64_MAX
 
-/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+/* Longest stream name; names use [A-Za-z0-9._-] and start with neither
+ * '.' (no hidden or climbing names) nor '-' (a name on a command line
+ * never reads as an option). */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
@@ -46,6 +49,9 @@ enum {
 	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
 	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
 	CRS_EVERSION,	/* peer speaks another layout or handshake version */
+	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
+			   what was published between the old stream's end
+			   and its first message is missed */
 	CRS_ELAST
 };
 
@@ -142,6 +148,30 @@ struct crs_sub_opts {
 			      0 = default 5000, -1 forever */
 	int spin_us;	   /* crs_sub_wait polls this long before it sleeps
 			      in the kernel: 0 default (20 us), -1 never */
+	/* 1: crs_sub_open returns at once, and the stream is opened by the
+	 * polls, waits and crs_loop runs that follow, never blocking them
+	 * (as Aeron's async add_subscription): polls return 0 until it is
+	 * open. An open that fails (no stream within wait_ms, a refusal,
+	 * no answer within handshake_ms) ends the subscription: -CRS_EEND,
+	 * and crs_sub_end() holds the code crs_sub_open would have
+	 * returned, as a positive number (ENOENT, EACCES, ETIMEDOUT...). */
+	int async;
+	/* 1: follow the name across publisher restarts, as tail -F does.
+	 * When the stream ends (completion, error, EPIPE), the end is
+	 * delivered as usual; the subscription then waits for the
+	 * publisher to go away (close or die) and for a new publisher of
+	 * the name, which may take forever (failed attempts are retried
+	 * after 10 ms, doubling to 1 s), and reports it once: crs_sub_poll
+	 * returns -CRS_EGAP (crs_sub_dispatch calls on_gap), crs_sub_end()
+	 * is NULL again, crs_sub_stream_id() is the new publisher's, and
+	 * the new stream's messages follow (sequence numbers are the new
+	 * publisher's). Demand left outstanding carries over; with a
+	 * prefetch it is replenished as usual. None of this ever blocks:
+	 * a poll that finds the new publisher starts opening it as
+	 * `async` does. Following stops for good at an end of the
+	 * subscriber's own making: crs_sub_cancel, request(0), eviction
+	 * by the publisher, or a protocol violation it found. */
+	int follow;
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
@@ -166,6 +196,9 @@ struct crs_sub_callbacks {
 	void (*on_next)(void *ctx, const struct crs_msg *msg);
 	void (*on_complete)(void *ctx);
 	void (*on_error)(void *ctx, int code, const char *message);
+	/* follow: a new publisher took the name after the terminal signal
+	 * above; messages may be missing before its first (may be NULL). */
+	void (*on_gap)(void *ctx);
 };
 
 /* ---- Errors and options ----------------------------------------------- */
@@ -286,7 +319,13 @@ uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers
  * (accepting new ones, noticing departures) meanwhile. timeout_ms < 0
- * waits forever. Returns 0, -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN. */
+ * waits forever. A publisher not connected yet whose autoConnect has
+ * not fired waits for it too (until enough subscribers have arrived and
+ * requested): the blocking way to wait until connected. Returns 0,
+ * -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN (the epoch terminated: call
+ * crs_pub_connect for the next), -ENOTCONN at once when nothing but
+ * crs_pub_connect can connect the stream (manual connect, after a
+ * disconnect, or autoConnect already used). */
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
@@ -338,7 +377,9 @@ void crs_pub_close(crs_pub *pub);
 
 /* Subscribe to stream `name`. opts may be NULL. The subscription starts
  * with the next message the publisher publishes (in replay mode: with
- * the oldest retained one). Returns 0, -ENOENT (no such stream, or only
+ * the oldest retained one). With opts->async it returns at once (only
+ * -EINVAL, -ENOMEM), and the errors below end the subscription later;
+ * see struct crs_sub_opts for async and follow. Returns 0, -ENOENT (no such stream, or only
  * the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET (the
  * publisher went away during the handshake), -EACCES/-EPERM (refused),
  * -EUSERS (the publisher has no free slot), -EDQUOT (this process or
@@ -351,8 +392,13 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 
 /* Next message, without blocking. Hot path: no syscall.
  * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
- * or the next poll, which releases it), 0 (nothing yet), or -CRS_EEND
- * (the stream ended for this subscriber: see crs_sub_end()). A
+ * or the next poll, which releases it), 0 (nothing yet, or still
+ * opening), -CRS_EEND (the stream ended for this subscriber: see
+ * crs_sub_end()), or, with follow, -CRS_EGAP once per new publisher
+ * after the old stream's -CRS_EEND (see struct crs_sub_opts). A
+ * following subscription returns -CRS_EEND once per stream, then 0
+ * until the next publisher is there; one that does not follow returns
+ * -CRS_EEND from then on. A
  * subscriber evicted by the publisher (untethered_ms, or a protocol
  * violation) learns it at its next poll; a view held at that moment may
  * already have been overwritten. */
@@ -378,14 +424,17 @@ int crs_sub_request(crs_sub *sub, uint64_t n);
 void crs_sub_cancel(crs_sub *sub);
 
 /* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
- * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle. */
+ * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle, also
+ * while an async open or a follow waits for its publisher. */
 int crs_sub_wait(crs_sub *sub, int timeout_ms);
 
 /* Deliver up to max messages (and, at the end, the terminal signal) to
  * the callbacks, without blocking. Returns the number of on_next calls
  * (0: nothing yet), or -CRS_EEND from a call that delivered no message
  * and found the stream ended: that call delivers the terminal signal,
- * exactly once (later calls return -CRS_EEND at once). After
+ * exactly once (later calls return -CRS_EEND at once; with follow, 0
+ * until the next publisher). With follow, -CRS_EGAP from the call that
+ * delivered no message and called on_gap for a new publisher. After
  * crs_sub_cancel() it calls nothing and returns -CRS_EEND. */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
@@ -394,7 +443,7 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 const struct crs_end *crs_sub_end(const crs_sub *sub);
 
 /* Total demand requested so far (CRS_UNBOUNDED if unbounded) and number
- * of messages received. */
+ * of messages received (with follow: over all the streams followed). */
 uint64_t crs_sub_requested(const crs_sub *sub);
 uint64_t crs_sub_received(const crs_sub *sub);
 
@@ -403,8 +452,8 @@ uint64_t crs_sub_received(const crs_sub *sub);
  * the same for every subscriber of that publisher (and across epochs)
  * and differs when another publisher creates the same name, so that
  * (stream id, seq) names one message across publisher restarts (the
- * NATS bridge builds its message ids from it). Thread-safe: the id is
- * read once at open. */
+ * NATS bridge builds its message ids from it). 0 while an async open
+ * (or a follow) is under way; it changes only at a -CRS_EGAP. */
 uint64_t crs_sub_stream_id(const crs_sub *sub);
 
 /* Cancel if needed, unmap, close, free. */
@@ -415,8 +464,11 @@ void crs_sub_close(crs_sub *sub);
 /* One thread waiting on many streams and fds at once. With io_uring (the
  * default where the kernel allows it) a sleeping loop is one
  * io_uring_enter covering every futex word, socket and timeout; without
- * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll.
- * A loop and the handles registered with it are used from one thread. */
+ * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll
+ * (engine "poll"), and where futex_waitv is missing too (kernels before
+ * 5.16, strict seccomp profiles) on plain FUTEX_WAIT ("futex"). The same
+ * engines serve crs_sub_wait and crs_pub_wait*. A loop and the handles
+ * registered with it are used from one thread. */
 typedef struct crs_loop crs_loop;
 
 /* Called when a publisher may be able to publish more: a subscriber
@@ -431,13 +483,17 @@ typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
 int crs_loop_new(crs_loop **out);
 /* Frees the loop; registered handles stay open and are the caller's. */
 void crs_loop_free(crs_loop *loop);
-/* "io_uring" or "poll". */
+/* "io_uring", "poll" or "futex". */
 const char *crs_loop_engine(const crs_loop *loop);
 
 /* Deliver sub's messages and its terminal signal to cb (as
  * crs_sub_dispatch does). After the terminal signal, or silently after
  * crs_sub_cancel(), the subscription leaves the loop by itself; close
- * it when convenient. 0, -EEXIST, -ENOMEM */
+ * it when convenient. An async subscription is opened by the loop
+ * without blocking it. A following one stays registered across its
+ * ends (on_gap announces each new publisher) until it stops following:
+ * cancel it or remove it from the loop, never close it from its own
+ * callbacks. 0, -EEXIST, -ENOMEM */
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx);
 /* Serve pub's subscribers (admit, drop) from the loop and call on_ready
@@ -457,8 +513,12 @@ int crs_loop_remove_fd(crs_loop *loop, int fd);
  * timeout_ms passes (< 0: no limit, 0: do not sleep). Returns the number
  * of callbacks made (0 on timeout), -EINTR when a signal handler ran
  * while it slept (look at your flags, then run again), or -errno. The
- * fallback engine wakes every 20 ms while it watches fds (no single
- * classic syscall sleeps on a futex and an fd together). */
+ * fallback engines sleep on every word until something fires when they
+ * can; else in slices, looking at everything between two: every 20 ms
+ * while they watch fds (no classic syscall sleeps on a futex and an fd
+ * together), every 1 ms while more words are armed than one call takes
+ * (128 for futex_waitv, one for FUTEX_WAIT), moving on to the next words
+ * each slice. There is no limit on the number of registrations. */
 int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
