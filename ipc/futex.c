@@ -1,6 +1,6 @@
 /*
  * futex.c - futex wake and membarrier, the two syscalls of the wakeup
- * protocol besides the waits themselves (wait.c).
+ * protocol (src/park.h) besides the waits themselves (waitset.c).
  */
 #include "futex.h"
 
@@ -19,6 +19,8 @@ void ipc_futex_wake(const void *addr, int n)
 int ipc_membarrier_register(void)
 {
 	static _Atomic int state; /* 0 unknown, 1 registered, -errno refused */
+	/* Acquire pairs with the release store below, in another thread
+	 * of this process: a registration seen is complete. */
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	if (s == 0) {
 		long r = syscall(SYS_membarrier,

@@ -8,7 +8,13 @@
  * are only queued as SQEs; they reach the kernel with the next wait.
  *
  * poll: futex_waitv(2) over the armed futex words and poll(2) over the
- * armed fds, in slices, as in wait.c.
+ * armed fds. futex: the same where futex_waitv is missing (kernels
+ * before 5.16, strict seccomp profiles), sleeping in plain FUTEX_WAIT on
+ * one word at a time. Both sleep on all their words until the deadline
+ * when they can (no fds, words within what one call takes); else in
+ * slices, looking at every word and fd between two slices and moving
+ * the window of words they sleep on: SLICE_NS when only fds are left
+ * out, ROTATE_NS when words are.
  */
 #include "waitset.h"
 
@@ -28,7 +34,8 @@
 #define FUTEX2_U32 0x02	 /* FUTEX2_SIZE_U32, shared (no FUTEX2_PRIVATE) */
 #define UD_CANCEL (1ULL << 63)
 #define SLICE_NS (20 * 1000000LL)
-#define MAX_WAITV 128
+#define ROTATE_NS (1 * 1000000LL)
+#define MAX_WAITV 128 /* futex_waitv's limit */
 
 enum kind { K_NONE, K_FUTEX, K_POLL };
 
@@ -45,10 +52,21 @@ struct entry {
 
 struct ipc_waitset {
 	int uring_ok;
+	int waitv_ok; /* futex_waitv works (poll engine), else plain futex */
+	uint32_t rotate; /* first word of the next sleeping window */
 	struct io_uring ring;
 	struct entry *e;
 	uint32_t cap;
 };
+
+/* Does futex_waitv exist here? An empty vector is EINVAL where it does,
+ * ENOSYS where the kernel (or a seccomp filter) has none. */
+static int waitv_works(void)
+{
+	return !(syscall(SYS_futex_waitv, NULL, 0, 0, NULL, CLOCK_MONOTONIC) <
+			 0 &&
+		 errno == ENOSYS);
+}
 
 int ipc_waitset_new(struct ipc_waitset **out)
 {
@@ -59,6 +77,7 @@ int ipc_waitset_new(struct ipc_waitset **out)
 	if (!(no && *no && strcmp(no, "0") != 0))
 		ws->uring_ok =
 			io_uring_queue_init(RING_ENTRIES, &ws->ring, 0) == 0;
+	ws->waitv_ok = waitv_works();
 	*out = ws;
 	return 0;
 }
@@ -75,7 +94,7 @@ void ipc_waitset_free(struct ipc_waitset *ws)
 
 const char *ipc_waitset_engine(const struct ipc_waitset *ws)
 {
-	return ws->uring_ok ? "io_uring" : "poll";
+	return ws->uring_ok ? "io_uring" : ws->waitv_ok ? "poll" : "futex";
 }
 
 int ipc_waitset_fd(const struct ipc_waitset *ws)
@@ -266,41 +285,70 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
 
 /* ---- poll fallback ---------------------------------------------------- */
 
+/* Sleep on up to n words (all the same to the caller: any may fire)
+ * until the absolute CLOCK_MONOTONIC time tp (NULL: none). Returns the
+ * index of a word woken or found changed, -1 for nothing (timeout,
+ * EAGAIN, a wake without index), or -errno. */
+static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
+		       const struct timespec *tp)
+{
+	if (ws->waitv_ok) {
+		long r = syscall(SYS_futex_waitv, vec, n, 0, tp,
+				 CLOCK_MONOTONIC);
+		if (r >= 0)
+			return (int)r;
+		if (errno == ENOSYS) {
+			ws->waitv_ok = 0; /* gone after all: plain futex */
+			return -1;
+		}
+		return errno == EAGAIN || errno == ETIMEDOUT || errno == EINTR
+			       ? (errno == EINTR ? -EINTR : -1)
+			       : -errno;
+	}
+	/* FUTEX_WAIT takes a relative timeout; WAIT_BITSET an absolute one
+	 * on CLOCK_MONOTONIC, which keeps the deadline exact. */
+	long r = syscall(SYS_futex, (void *)(uintptr_t)vec[0].uaddr,
+			 FUTEX_WAIT_BITSET, (uint32_t)vec[0].val, tp, NULL,
+			 FUTEX_BITSET_MATCH_ANY);
+	if (r == 0)
+		return 0;
+	return errno == EAGAIN || errno == ETIMEDOUT ? -1
+	       : errno == EINTR			      ? -EINTR
+						      : -errno;
+}
+
 static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		     int max)
 {
 	struct futex_waitv vec[MAX_WAITV];
 	uint32_t vkey[MAX_WAITV];
-	struct pollfd *pfd = calloc(ws->cap ? ws->cap : 1, sizeof(*pfd));
-	uint32_t *pkey = calloc(ws->cap ? ws->cap : 1, sizeof(*pkey));
+	uint32_t cap = ws->cap ? ws->cap : 1;
+	struct pollfd *pfd = calloc(cap, sizeof(*pfd));
+	uint32_t *pkey = calloc(cap, sizeof(*pkey));
+	uint32_t *fkey = calloc(cap, sizeof(*fkey));
 	int n = 0, err = 0;
-	if (!pfd || !pkey) {
+	if (!pfd || !pkey || !fkey) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (;;) {
-		int nv = 0, np = 0;
+		uint32_t nf = 0;
+		int np = 0;
 		for (uint32_t k = 0; k < ws->cap && n < max; k++) {
 			struct entry *e = &ws->e[k];
 			if (!e->armed)
 				continue;
 			if (e->kind == K_FUTEX) {
+				/* Pairs with the waker's release store of the
+				 * word (pub_wake_all, sub_publish in src/). */
 				uint32_t now = __atomic_load_n(
 					(const uint32_t *)e->addr,
 					__ATOMIC_ACQUIRE);
 				if (now != e->val) {
 					e->armed = 0;
 					fired[n++] = k;
-				} else if (nv < MAX_WAITV) {
-					vec[nv] = (struct futex_waitv){
-						.val = e->val,
-						.uaddr = (uintptr_t)e->addr,
-						.flags = FUTEX2_U32
-					};
-					vkey[nv++] = k;
 				} else {
-					err = -E2BIG;
-					goto out;
+					fkey[nf++] = k;
 				}
 			} else if (e->kind == K_POLL) {
 				pfd[np] = (struct pollfd){ e->fd, e->events, 0 };
@@ -318,16 +366,34 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		int64_t left = ipc_left_ns(deadline);
 		if (n || left == 0)
 			goto out;
-		int64_t slice = np && left > SLICE_NS ? SLICE_NS : left;
-		if (!nv) {
+		uint32_t room = ws->waitv_ok ? MAX_WAITV : 1;
+		int64_t slice = nf > room ? ROTATE_NS : np && nf ? SLICE_NS
+								: left;
+		if (slice > left)
+			slice = left;
+		if (!nf) {
 			int ms = slice == INT64_MAX ? -1
 						    : (int)((slice + 999999) /
 							    1000000);
 			if (poll(pfd, (nfds_t)np, ms) < 0) {
-				err = -errno;
+				err = -errno; /* -EINTR: let the caller look */
 				goto out;
 			}
 			continue;
+		}
+		/* The window of words to sleep on, moving every slice so
+		 * that each word gets its turn. */
+		uint32_t nv = nf < room ? nf : room;
+		uint32_t first = nf > room ? ws->rotate % nf : 0;
+		ws->rotate = first + nv;
+		for (uint32_t i = 0; i < nv; i++) {
+			const struct entry *e = &ws->e[fkey[(first + i) % nf]];
+			vec[i] = (struct futex_waitv){
+				.val = e->val,
+				.uaddr = (uintptr_t)e->addr,
+				.flags = FUTEX2_U32
+			};
+			vkey[i] = fkey[(first + i) % nf];
 		}
 		struct timespec abs, *tp = NULL;
 		if (slice != INT64_MAX) {
@@ -336,21 +402,25 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			abs.tv_nsec = t % 1000000000;
 			tp = &abs;
 		}
-		long r = syscall(SYS_futex_waitv, vec, nv, 0, tp,
-				 CLOCK_MONOTONIC);
-		if (r >= 0 && r < nv) {
+		int r = sleep_words(ws, vec, (int)nv, tp);
+		if (r >= 0 && (uint32_t)r < nv) {
 			ws->e[vkey[r]].armed = 0;
 			fired[n++] = vkey[r];
 			goto out;
 		}
-		if (r < 0 && errno != EAGAIN && errno != ETIMEDOUT) {
-			err = -errno;
+		if (r == -EINTR) {
+			err = -EINTR;
+			goto out;
+		}
+		if (r < -1) {
+			err = r;
 			goto out;
 		}
 	}
 out:
 	free(pfd);
 	free(pkey);
+	free(fkey);
 	return err ? err : n;
 }
 

@@ -9,7 +9,14 @@
  * (ctl->term) at the position where the epoch ended, so a subscriber
  * still reading old messages ends exactly after them while the publisher
  * already serves the next epoch. A finished subscriber keeps pinning the
- * ring space it has not read yet (end_pos), and nothing more.
+ * ring space it has not read yet (end_pos), and nothing more; it reads
+ * nothing past its record's position, where the next epoch goes on.
+ *
+ * A NO_EVENT disconnect still writes a record, DETACHED: the subscriber
+ * must know where its epoch stopped, or it would read on into the next
+ * one. It delivers nothing there. The record already carries the EPIPE
+ * of crs_pub_close(), so the close flips the state word alone and never
+ * rewrites a record a subscriber may be reading.
  */
 #include <errno.h>
 #include <string.h>
@@ -18,6 +25,8 @@
 #include "ipc/clock.h"
 #include "pub.h"
 #include "terminal.h"
+
+#define CLOSED_MESSAGE "publisher closed without completing"
 
 int64_t pub_now(const struct crs_pub *pub)
 {
@@ -104,8 +113,8 @@ void pub_auto_connect(struct crs_pub *pub)
 
 void pub_wake_all(struct crs_pub *pub);
 
-/* End the current epoch for its subscribers, at the current position:
- * with a terminal record (state != NONE) or silently. */
+/* End the current epoch for its subscribers at the current position,
+ * with a terminal record of state (DETACHED: silently). */
 static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 		      const char *message)
 {
@@ -121,13 +130,16 @@ static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 		if (!s->used || s->epoch != pub->epoch ||
 		    s->end_pos != UINT64_MAX)
 			continue;
-		if (state != CRS_TERM_NONE)
-			crs_terminal_put(&s->ctl->term, state, code, pub->pos,
-					 pub->seq, message);
+		crs_terminal_put(&s->ctl->term, state, code, pub->pos,
+				 pub->seq, message);
 		s->end_pos = pub->pos;
 	}
 	pub->credit_limit = pub->room_limit = 0; /* recompute */
-	crs_fence_full();
+	/* No fence needed before the wake: each record's state is a
+	 * release store (crs_terminal_put), pub_wake_all() changes
+	 * data_signal before waking everyone unconditionally, and a
+	 * subscriber that parked on the old value returns at once
+	 * (park.h). */
 	pub_wake_all(pub);
 }
 
@@ -166,7 +178,7 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
 		end_epoch(pub, CRS_TERM_COMPLETE, 0, NULL);
 		break;
 	case CRS_DISCONNECT_NO_EVENT:
-		end_epoch(pub, CRS_TERM_NONE, 0, NULL);
+		end_epoch(pub, CRS_TERM_DETACHED, EPIPE, CLOSED_MESSAGE);
 		break;
 	default:
 		end_epoch(pub, CRS_TERM_ERROR, ECANCELED,
@@ -179,26 +191,29 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
 }
 
 /* Closing: whoever has no terminal record yet gets EPIPE where its
- * stream stops (waiting subscribers at once). */
+ * stream stops (waiting subscribers at once); a DETACHED one gets the
+ * EPIPE its record already holds. */
 void pub_close_epochs(struct crs_pub *pub)
 {
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
 		struct crs_terminal_view t;
-		if (!s->used ||
-		    crs_terminal_get(&s->ctl->term, &t) != CRS_TERM_NONE)
+		if (!s->used)
+			continue;
+		uint32_t state = crs_terminal_get(&s->ctl->term, &t);
+		if (state == CRS_TERM_DETACHED)
+			/* Pairs with the acquire in crs_terminal_get(). */
+			crs_store_release(&s->ctl->term.state, CRS_TERM_ERROR);
+		if (state != CRS_TERM_NONE)
 			continue;
 		uint64_t at = s->end_pos != UINT64_MAX ? s->end_pos
 			    : s->epoch == pub->epoch   ? pub->pos
 						       : s->consumed;
 		crs_terminal_put(&s->ctl->term, CRS_TERM_ERROR, EPIPE, at,
-				 pub->seq,
-				 "publisher closed without completing");
+				 pub->seq, CLOSED_MESSAGE);
 	}
 	if (pub->state == PUB_CONNECTED)
 		crs_terminal_put(&pub->hdr->terminal, CRS_TERM_ERROR, EPIPE,
-				 pub->pos, pub->seq,
-				 "publisher closed without completing");
-	crs_fence_full();
-	pub_wake_all(pub);
+				 pub->pos, pub->seq, CLOSED_MESSAGE);
+	pub_wake_all(pub); /* no fence needed: see end_epoch() */
 }

@@ -61,26 +61,40 @@ struct crs_seg_header {
 	uint32_t pub_uid;
 	uint64_t created_ns; /* CLOCK_REALTIME */
 	char name[CRS_NAME_MAX + 8];
-	uint8_t reserved[256 - 72 - (CRS_NAME_MAX + 8)];
+	uint64_t stream_id; /* random, chosen at creation: tells this
+			       publisher's stream from an earlier or later
+			       one of the same name (0: never chosen) */
+	uint8_t reserved[256 - 152];
 };
 _Static_assert(sizeof(struct crs_seg_header) == 256, "seg header size");
 _Static_assert(offsetof(struct crs_seg_header, ring_size) == 32, "ring_size");
 _Static_assert(offsetof(struct crs_seg_header, name) == 72, "name");
+_Static_assert(offsetof(struct crs_seg_header, stream_id) == 144, "id");
 
 /* Wakeup words. Publisher-written; subscribers only read and futex-wait. */
 struct crs_pub_signal {
 	_Atomic uint32_t data_signal; /* bumped to wake parked subscribers */
 	_Atomic uint32_t pub_parked;  /* 1 while the publisher sleeps for
 					 demand or room */
-	uint8_t pad[CRS_CACHELINE - 8];
+	_Atomic uint32_t progress_wanted; /* bumped when the publisher wants
+					     every consumed position now:
+					     subscribers answer at their next
+					     release */
+	uint8_t pad[CRS_CACHELINE - 12];
 };
 _Static_assert(sizeof(struct crs_pub_signal) == CRS_CACHELINE, "signal");
+_Static_assert(offsetof(struct crs_pub_signal, progress_wanted) == 8,
+	       "progress_wanted");
 
 enum crs_term_state {
 	CRS_TERM_NONE = 0,
 	CRS_TERM_COMPLETE,
 	CRS_TERM_ERROR,
 	CRS_TERM_EVICTED, /* cut off by the publisher, effective at once */
+	CRS_TERM_DETACHED, /* the epoch ended at pos without a signal
+			      (NO_EVENT): nothing more; code and message
+			      already say EPIPE, and the publisher's close
+			      turns state alone into ERROR */
 };
 
 /* A terminal signal: applies once a subscriber has consumed up to pos.
@@ -162,9 +176,11 @@ struct crs_ctl {
 	uint8_t pad0[CRS_CACHELINE - 32];
 
 	/* Lines 1-3: how this subscription ends, written by the publisher:
-	 * every field, then state (release). COMPLETE and ERROR apply once
-	 * the subscriber has consumed up to pos; EVICTED at once. Kept per
-	 * subscriber so that each connection epoch ends on its own. */
+	 * every field, then state (release). COMPLETE, ERROR and DETACHED
+	 * apply once the subscriber has consumed up to pos (and it reads
+	 * nothing at or past pos: the next epoch's frames follow there);
+	 * EVICTED at once. Kept per subscriber so that each connection
+	 * epoch ends on its own. */
 	struct crs_terminal term;
 
 	/* Line 4: demand and progress, written by the subscriber only. */

@@ -7,10 +7,9 @@
  *   publisher   +0 its control epoll fd, +1+slot each subscriber's
  *               progress futex
  *   fd          +0 the fd
- * Before sleeping the loop announces itself on every word it will sleep
- * on (the subscriber park word, the publisher's pub_parked flag), fences,
- * re-checks for work, and only then waits: the eventcount protocol of
- * sub.c and pub.c, applied to all registrations at once.
+ * Sleeping is park.h over every registration at once: the loop's hooks
+ * (loop_announce, have_work, loop_withdraw) call the same per-handle
+ * hooks a blocking wait of that handle uses.
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,18 +22,19 @@
 #include "ipc/futex.h"
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
+#include "park.h"
 #include "pub.h"
 #include "sub.h"
 
 #define KEYS_PER_ENTRY (CRS_MAX_SUBSCRIBERS + 2)
 #define SUB_BUDGET 256	     /* messages per subscription per round */
-#define FIRST_NAP_NS 200000LL /* first nap if membarrier is refused */
 #define MAX_FIRED 256
 
 enum kind { L_FREE = 0, L_SUB, L_PUB, L_FD };
 
 struct loop_entry {
 	int kind;
+	int announced; /* park.h: announced and not yet withdrawn */
 	void *ctx;
 	/* L_SUB */
 	crs_sub *sub;
@@ -59,7 +59,6 @@ struct crs_loop {
 	struct loop_entry *e;
 	int n;
 	int running;
-	int parked;
 	int fd_mode;
 	uint64_t fired[MAX_FIRED];
 };
@@ -84,13 +83,13 @@ static void entry_forget(struct crs_loop *loop, int i)
 		ipc_waitset_forget(loop->ws, (uint64_t)i * KEYS_PER_ENTRY + k);
 }
 
-static void unpark_all(struct crs_loop *loop);
+static void loop_withdraw(void *loop);
 
 void crs_loop_free(crs_loop *loop)
 {
 	if (!loop)
 		return;
-	unpark_all(loop);
+	loop_withdraw(loop);
 	ipc_waitset_free(loop->ws);
 	free(loop->e);
 	free(loop);
@@ -179,10 +178,10 @@ static int remove_at(struct crs_loop *loop, int i)
 	if (i < 0)
 		return -ENOENT;
 	struct loop_entry *e = &loop->e[i];
-	if (loop->parked && e->kind == L_SUB)
-		sub_park_end(e->sub);
-	if (loop->parked && e->kind == L_PUB)
-		crs_store_relaxed(&e->pub->hdr->signal.pub_parked, 0);
+	if (e->announced && e->kind == L_SUB)
+		sub_withdraw(e->sub);
+	if (e->announced && e->kind == L_PUB)
+		pub_withdraw(e->pub);
 	entry_forget(loop, i);
 	memset(e, 0, sizeof(*e));
 	return 0;
@@ -245,13 +244,6 @@ static int dispatch_pub(struct crs_loop *loop, int i)
 	return 1;
 }
 
-static void arm_pub(struct crs_loop *loop, int i)
-{
-	struct loop_entry *e = &loop->e[i];
-	pub_arm(e->pub, loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
-		e->seen_progress, &e->armed_gen);
-}
-
 /* ---- subscribers and fds ---------------------------------------------- */
 
 static int dispatch_sub(struct crs_loop *loop, int i)
@@ -259,13 +251,21 @@ static int dispatch_sub(struct crs_loop *loop, int i)
 	/* Copies: callbacks may add entries and move loop->e. */
 	struct crs_sub_callbacks cb = loop->e[i].cb;
 	crs_sub *sub = loop->e[i].sub;
+	/* Read before: a terminal callback may close sub (unless it
+	 * follows the name: then it stays registered). */
+	int silent = sub->end_delivered; /* cancelled, or delivered before */
+	int follows = sub->follow;
 	int r = crs_sub_dispatch(sub, &cb, loop->e[i].ctx, SUB_BUDGET);
+	if (r == -CRS_EGAP)
+		return 1; /* on_gap */
 	if (r != -CRS_EEND)
 		return r > 0 ? r : 0;
+	if (follows && sub->follow)
+		return silent ? 0 : 1; /* waits for the next publisher */
 	/* The callbacks may have removed or replaced this entry. */
 	if (i < loop->n && loop->e[i].kind == L_SUB && loop->e[i].sub == sub)
 		remove_at(loop, i);
-	return 1;
+	return silent ? 0 : 1; /* the terminal callback, if it was made */
 }
 
 static int dispatch_fd(struct crs_loop *loop, int i)
@@ -277,13 +277,6 @@ static int dispatch_fd(struct crs_loop *loop, int i)
 	e->revents = 0;
 	e->fd_cb(e->ctx, e->fd, revents);
 	return 1;
-}
-
-static void arm_sub(struct crs_loop *loop, int i)
-{
-	crs_sub *sub = loop->e[i].sub;
-	sub_arm(sub, loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
-		sub_park_begin(sub));
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -307,46 +300,46 @@ static int dispatch_all(struct crs_loop *loop)
 	return total;
 }
 
-/* Announce every park, then fence: after this, whoever changes a word
- * we sleep on either sees our announcement and wakes us, or we see the
- * change in have_work(). Returns 1 if a publisher needs no membarrier
- * pairing for every subscription (all publishers fence). */
-static int arm_all(struct crs_loop *loop)
+/* park.h hooks of the loop: every registration's own hooks at once. */
+static int loop_announce(void *ctx, struct ipc_waitset *ws)
 {
-	int fenced = 1;
+	struct crs_loop *loop = ctx;
+	int how = 0;
+	loop_withdraw(loop); /* never count one registration twice */
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
-		if (e->kind == L_SUB) {
-			arm_sub(loop, i);
-			fenced &= e->sub->pub_fences;
-		} else if (e->kind == L_PUB) {
-			arm_pub(loop, i);
-		} else if (e->kind == L_FD) {
-			ipc_waitset_poll(loop->ws, (uint64_t)i * KEYS_PER_ENTRY,
-					 e->fd, e->events);
-		}
-	}
-	loop->parked = 1;
-	crs_fence_full(); /* pairs with the publishers' and subscribers' */
-	return fenced;
-}
-
-static void unpark_all(struct crs_loop *loop)
-{
-	if (!loop->parked)
-		return;
-	loop->parked = 0;
-	for (int i = 0; i < loop->n; i++) {
-		struct loop_entry *e = &loop->e[i];
+		uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
 		if (e->kind == L_SUB)
-			sub_park_end(e->sub);
+			how |= sub_announce(e->sub, ws, base);
 		else if (e->kind == L_PUB)
-			crs_store_relaxed(&e->pub->hdr->signal.pub_parked, 0);
+			how |= pub_announce(e->pub, ws, base, e->seen_progress,
+					    &e->armed_gen);
+		else if (e->kind == L_FD &&
+			 ipc_waitset_poll(ws, base, e->fd, e->events))
+			how |= PARK_NAP;
+		e->announced = e->kind == L_SUB || e->kind == L_PUB;
+	}
+	return how;
+}
+
+static void loop_withdraw(void *ctx)
+{
+	struct crs_loop *loop = ctx;
+	for (int i = 0; i < loop->n; i++) {
+		struct loop_entry *e = &loop->e[i];
+		if (!e->announced)
+			continue;
+		e->announced = 0;
+		if (e->kind == L_SUB)
+			sub_withdraw(e->sub);
+		else if (e->kind == L_PUB)
+			pub_withdraw(e->pub);
 	}
 }
 
-static int have_work(struct crs_loop *loop)
+static int have_work(void *ctx)
 {
+	struct crs_loop *loop = ctx;
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
 		if ((e->kind == L_SUB && sub_has_work(e->sub)) ||
@@ -391,35 +384,21 @@ static void forget_stale(struct crs_loop *loop)
 	}
 }
 
-/* Sleep while announced (arm_all done, no work seen). If some publisher
- * skips its commit fence, membarrier() (pairing with those publishers'
- * compiler fences, as in sub_park) and one more look come first, under
- * the same announcement; where membarrier is refused, bounded naps.
- * Returns what ipc_waitset_wait returned. */
-static int sleep_announced(struct crs_loop *loop, int fenced, int64_t now,
-			   int64_t deadline)
+static const struct park_hooks loop_hooks = {
+	.announce = loop_announce,
+	.has_work = have_work,
+	.withdraw = loop_withdraw,
+};
+
+/* Stay announced while the caller sleeps on crs_loop_fd(), and make the
+ * fd readable at once if it must not sleep: work is already pending, or
+ * the protocol asks for a nap (membarrier refused, an arm failed), which
+ * only a wakeup soon can give. */
+static void announce_for_fd(struct crs_loop *loop)
 {
-	int64_t nap = 0;
-	if (!fenced) {
-		if (ipc_membarrier() != 0)
-			nap = FIRST_NAP_NS;
-		if (have_work(loop))
-			return 0;
-	}
-	for (;;) {
-		int64_t until = deadline;
-		if (nap && now + nap < deadline)
-			until = now + nap;
-		int n = ipc_waitset_wait(loop->ws, until, loop->fired,
-					 MAX_FIRED);
-		if (n != 0 || until == deadline)
-			return n;
-		if (nap < 100 * FIRST_NAP_NS)
-			nap *= 2;
-		if (have_work(loop))
-			return 0;
-		now = ipc_now_ns();
-	}
+	int64_t nap;
+	int work = park_begin(&loop_hooks, loop, loop->ws, &nap);
+	ipc_waitset_submit(loop->ws, work || nap);
 }
 
 int crs_loop_run(crs_loop *loop, int timeout_ms)
@@ -431,32 +410,21 @@ int crs_loop_run(crs_loop *loop, int timeout_ms)
 	int total = 0;
 	forget_stale(loop);
 	int n = ipc_waitset_wait(loop->ws, 0, loop->fired, MAX_FIRED);
+	park_end(&loop_hooks, loop); /* announced for crs_loop_fd() */
 	for (;;) {
 		if (n < 0) {
 			total = n;
 			break;
 		}
 		note_fired(loop, n);
-		unpark_all(loop);
 		total += dispatch_all(loop);
-		int64_t now = ipc_now_ns();
-		if (total || now >= deadline)
+		if (total || ipc_now_ns() >= deadline)
 			break;
-		int fenced = arm_all(loop);
-		if (have_work(loop)) {
-			n = 0;
-			continue;
-		}
-		n = sleep_announced(loop, fenced, now, deadline);
+		n = park_wait(&loop_hooks, loop, loop->ws, deadline,
+			      loop->fired, MAX_FIRED);
 	}
-	unpark_all(loop);
-	if (loop->fd_mode && total >= 0) {
-		/* The caller will sleep on crs_loop_fd(): arm everything and
-		 * make sure nothing already pending goes unnoticed. */
-		if (!arm_all(loop))
-			ipc_membarrier();
-		ipc_waitset_submit(loop->ws, have_work(loop));
-	}
+	if (loop->fd_mode && total >= 0)
+		announce_for_fd(loop);
 	loop->running = 0;
 	return total;
 }
@@ -466,9 +434,7 @@ int crs_loop_fd(crs_loop *loop)
 	int fd = ipc_waitset_fd(loop->ws);
 	if (fd >= 0 && !loop->fd_mode) {
 		loop->fd_mode = 1;
-		if (!arm_all(loop))
-			ipc_membarrier();
-		ipc_waitset_submit(loop->ws, have_work(loop));
+		announce_for_fd(loop);
 	}
 	return fd;
 }

@@ -3,23 +3,26 @@
  * lockstep demand over all subscribers, terminal signals and blocking
  * waits. Control work (subscribers coming and going) lives in serve.c.
  *
- * Wakeup protocol (eventcount), publisher side: commit stores the frame
- * header (release) and then reads each subscriber's park word. The
- * store-load order this needs is provided either by a full fence here
- * (pub->fences) or, when this process is registered for membarrier, by
- * the subscriber issuing membarrier() before it sleeps (sub.c), which
- * keeps the fence off this hot path.
+ * Wakeups follow park.h. As a waker, commit stores the frame header and
+ * then reads each subscriber's park word (wake_if_parked); the
+ * store-load order this needs comes from a full fence (pub->fences) or,
+ * when this process is registered for membarrier, from the membarrier()
+ * a parking subscriber runs, which keeps the fence off this hot path.
+ * As a parker, this file gives its hooks (pub_announce, pub_withdraw)
+ * and the blocking waits (pub_wait_for).
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "atomics.h"
 #include "credit.h"
+#include "errmsg.h"
 #include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/epoll.h"
@@ -28,6 +31,7 @@
 #include "ipc/rundir.h"
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
+#include "park.h"
 #include "pub.h"
 #include "terminal.h"
 
@@ -57,6 +61,10 @@ static int opts_check(struct crs_pub_opts *o)
 		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
 	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
 		return -EINVAL;
+	if (!o->max_per_process) /* no process may lock the others out */
+		o->max_per_process = (o->max_subscribers + 1) / 2;
+	if (!o->max_per_uid)
+		o->max_per_uid = o->max_subscribers;
 	if (o->mode > CRS_MODE_REPLAY || o->overflow > CRS_OVERFLOW_LATEST ||
 	    o->on_disconnect > CRS_DISCONNECT_SEND_COMPLETED ||
 	    o->auto_connect < CRS_CONNECT_MANUAL ||
@@ -69,6 +77,18 @@ static int opts_check(struct crs_pub_opts *o)
 	    (o->replay_count || o->replay_bytes || o->replay_age_ms))
 		return -EINVAL; /* retention means nothing without replay */
 	return 0;
+}
+
+/* A random 64-bit id for a new stream (never 0). Without entropy (an
+ * old kernel), the creation time mixed with the pid still differs from
+ * the previous publisher of the name. */
+static uint64_t stream_id_new(uint64_t created_ns)
+{
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+		id = created_ns ^ ((uint64_t)getpid() << 40) ^
+		     0x9e3779b97f4a7c15ULL;
+	return id ? id : 1;
 }
 
 static void header_init(struct crs_pub *pub, const char *name,
@@ -91,18 +111,40 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
 	strlcpy(h->name, name, sizeof(h->name));
+	h->stream_id = stream_id_new(h->created_ns);
 }
 
 /* Bind the stream's socket, replacing one left by a dead publisher. We
  * hold the lock, so any socket file there is stale. */
 static int listen_on(struct crs_pub *pub)
 {
-	int fd = ipc_sock_listen(pub->paths.sock);
+	const struct crs_paths *p = &pub->paths;
+	int fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	if (fd == -EADDRINUSE) {
-		ipc_unlink(pub->paths.sock);
-		fd = ipc_sock_listen(pub->paths.sock);
+		ipc_unlink_at(p->dir.fd, p->sock);
+		fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	}
+	if (fd < 0)
+		crs_err_set(fd, "cannot listen on %s/%s: %s", p->dir.path,
+			    p->sock, crs_strerror(fd));
 	return fd;
+}
+
+/* A live publisher owns the name: say which process. */
+static int pub_lock_error(const struct crs_pub *pub, const char *name,
+			  int err)
+{
+	const struct crs_paths *p = &pub->paths;
+	if (err != -EEXIST)
+		return crs_err_set(err, "cannot take the lock %s/%s: %s",
+				   p->dir.path, p->lock, crs_strerror(err));
+	int owner = ipc_lock_owner(p->dir.fd, p->lock);
+	if (owner)
+		return crs_err_set(err, "stream '%s' is already published by "
+				   "pid %d (lock %s/%s)", name, owner,
+				   p->dir.path, p->lock);
+	return crs_err_set(err, "stream '%s' is already published by a live "
+			   "process (lock %s/%s)", name, p->dir.path, p->lock);
 }
 
 static int pub_setup(struct crs_pub *pub, const char *name,
@@ -111,9 +153,9 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	int err = crs_paths_for(name, 1, &pub->paths);
 	if (err)
 		return err;
-	pub->lock_fd = ipc_lock_take(pub->paths.lock);
+	pub->lock_fd = ipc_lock_take(pub->paths.dir.fd, pub->paths.lock);
 	if (pub->lock_fd < 0)
-		return pub->lock_fd;
+		return pub_lock_error(pub, name, pub->lock_fd);
 	pub->fences = ipc_membarrier_register() != 0;
 	pub->data_size = CRS_RING_OFFSET + o->ring_bytes;
 	pub->data_fd = ipc_memfd_create(name, pub->data_size);
@@ -166,6 +208,9 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
 	if (err)
 		return err;
+	err = pub_serve_init(pub);
+	if (err)
+		return err;
 	pub_auto_connect(pub); /* autoConnect(0): connected from the start */
 	return 0;
 }
@@ -173,6 +218,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out)
 {
+	crs_err_begin();
 	struct crs_pub_opts o;
 	if (opts)
 		o = *opts;
@@ -180,10 +226,12 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		crs_pub_opts_init(&o);
 	int err = opts_check(&o);
 	if (err)
-		return err;
+		return crs_err_set(err, "invalid crs_pub_opts for stream '%.64s'",
+				   name ? name : "");
 	struct crs_pub *pub = calloc(1, sizeof(*pub));
 	if (!pub)
-		return -ENOMEM;
+		return crs_err_code(-ENOMEM);
+	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
 	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
 		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
@@ -195,7 +243,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	if (err) {
 		int owned = pub->lock_fd >= 0;
 		if (pub->listen_fd >= 0)
-			ipc_unlink(pub->paths.sock);
+			ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 		ipc_close(pub->listen_fd);
 		ipc_close(pub->ep);
 		ipc_waitset_free(pub->ws);
@@ -203,21 +251,31 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 			ipc_unmap(pub->hdr, pub->data_size);
 		ipc_close(pub->data_fd);
 		if (owned)
-			ipc_unlink(pub->paths.lock);
+			ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 		ipc_close(pub->lock_fd);
+		crs_paths_close(&pub->paths);
 		crs_retain_free(&pub->retain);
 		free(pub->latest);
 		free(pub);
-		return err;
+		return crs_err_code(err);
 	}
 	*out = pub;
 	return 0;
 }
 
+/* Ask subscribers to publish their consumed position at their next
+ * release (crs_sub_release reads progress_wanted; relaxed: nothing is
+ * read behind it). */
+static void pub_want_progress(struct crs_pub *pub)
+{
+	_Atomic uint32_t *w = &pub->hdr->signal.progress_wanted;
+	crs_store_relaxed(w, crs_load_relaxed(w) + 1);
+}
+
 /* Holding the stream back (no demand left in lockstep, or unread
  * messages) and silent for longer than the untethered timeout? */
-static int untethered(const struct crs_pub *pub, struct pub_slot *s,
-		      int holding, int moved)
+static int untethered(struct crs_pub *pub, struct pub_slot *s, int holding,
+		      int moved)
 {
 	int64_t now = ipc_now_ns();
 	/* The clock starts when we first see it holding back without
@@ -225,7 +283,15 @@ static int untethered(const struct crs_pub *pub, struct pub_slot *s,
 	if (moved || !holding || !s->holding) {
 		s->moved_ns = now;
 		s->holding = holding;
+		s->asked = 0;
 		return 0;
+	}
+	/* Halfway: its consumption may only be hidden in its batch, so
+	 * ask every subscriber for its position (answered at its next
+	 * release, which wakes us). Only the silent ones are evicted. */
+	if (!s->asked && now - s->moved_ns > pub->untethered_ns / 2) {
+		s->asked = 1;
+		pub_want_progress(pub);
 	}
 	return now - s->moved_ns > pub->untethered_ns;
 }
@@ -247,7 +313,8 @@ static void pub_recompute(struct crs_pub *pub)
 			pub_drop_slot(pub, i, 0);
 			continue;
 		}
-		/* Pair with the subscriber's release stores in sub.c. */
+		/* Pair with the release stores in sub_publish(): the
+		 * demand and position read here are whole. */
 		uint64_t req = crs_load_acquire(&c->requested);
 		uint64_t cons = crs_load_acquire(&c->consumed);
 		if (req < s->requested || cons < s->consumed || cons > pub->pos ||
@@ -385,7 +452,9 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
 		pub->pos += pad;
 		/* The padding counts as committed even if this claim is then
-		 * aborted: readers must be able to step over it. */
+		 * aborted: readers must be able to step over it. After the
+		 * padding header: pairs with the acquire load of position in
+		 * sub_next(). */
 		crs_store_release(&pub->hdr->stats.position, pub->pos);
 	}
 	pub->claim_pos = pub->pos;
@@ -398,8 +467,9 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 void pub_wake_all(struct crs_pub *pub)
 {
 	pub->signal++;
-	/* Pairs with the subscriber's acquire load of data_signal before
-	 * it parks: a changed value makes its futex wait return at once. */
+	/* Step c of park.h: W changes before the wake, so a subscriber
+	 * that sleeps on the old value returns at once. The release pairs
+	 * with the acquire load of data_signal in sub_announce(). */
 	crs_store_release(&pub->hdr->signal.data_signal, pub->signal);
 	ipc_futex_wake(&pub->hdr->signal.data_signal, INT_MAX);
 	crs_store_relaxed(&pub->hdr->stats.wakes,
@@ -409,10 +479,10 @@ void pub_wake_all(struct crs_pub *pub)
 /* After a commit: wake subscribers parked on the current signal value. */
 static inline void wake_if_parked(struct crs_pub *pub)
 {
-	if (pub->fences)
-		crs_fence_full(); /* pairs with the fence in sub_park() */
-	else
-		crs_fence_compiler(); /* pairs with ipc_membarrier() there */
+	/* Orders the header and position stores of the commit before the
+	 * loads of the park words: pairs with the fence (or membarrier) in
+	 * park_begin() after sub_announce(). */
+	park_waker_fence(pub->fences);
 	for (int i = 0; i < pub->nparked; i++) {
 		uint64_t w = crs_load_relaxed(pub->parked[i]);
 		if ((w >> 32) && (uint32_t)w == pub->signal) {
@@ -555,8 +625,8 @@ void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
 		ipc_waitset_forget(ws, base + 1 + s);
 }
 
-void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
-	     const uint32_t *progress, uint32_t *armed_gen)
+int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
+		 const uint32_t *progress, uint32_t *armed_gen)
 {
 	/* A slot that was dropped and refilled may sit at the same address
 	 * with the same value, but it is another memfd: never keep a wait
@@ -565,16 +635,30 @@ void pub_arm(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
 		pub_forget_slots(ws, base);
 		*armed_gen = pub->slot_gen;
 	}
-	crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
-	ipc_waitset_poll(ws, base, pub->ep, POLLIN);
+	/* Read by sub_publish() after it stored new demand. */
+	if (pub->parkers++ == 0)
+		crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
+	int how = 0;
+	if (ipc_waitset_poll(ws, base, pub->ep, POLLIN))
+		how |= PARK_NAP;
 	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
 		uint64_t key = base + 1 + s;
-		if (s < pub->max_subscribers && pub->slots[s].used)
-			ipc_waitset_futex(ws, key, &pub->slots[s].ctl->progress,
-					  progress[s]);
-		else
+		if (s < pub->max_subscribers && pub->slots[s].used) {
+			if (ipc_waitset_futex(ws, key,
+					      &pub->slots[s].ctl->progress,
+					      progress[s]))
+				how |= PARK_NAP;
+		} else {
 			ipc_waitset_forget(ws, key);
+		}
 	}
+	return how;
+}
+
+void pub_withdraw(struct crs_pub *pub)
+{
+	if (pub->parkers > 0 && --pub->parkers == 0)
+		crs_store_relaxed(&pub->hdr->signal.pub_parked, 0);
 }
 
 void pub_progress(const struct crs_pub *pub, uint32_t *progress)
@@ -586,36 +670,62 @@ void pub_progress(const struct crs_pub *pub, uint32_t *progress)
 				      : 0;
 }
 
+/* A blocking wait of the publisher: park.h over this one publisher,
+ * until ready(pub, arg) or until the subscriber set changes (the words
+ * we would sleep on may be gone: the caller's loop looks again). */
+struct pub_wait {
+	struct crs_pub *pub;
+	int (*ready)(struct crs_pub *, uint64_t);
+	uint64_t arg;
+	uint32_t gen; /* slot_gen when the wait began */
+	uint32_t progress[CRS_MAX_SUBSCRIBERS];
+};
+
+static int wait_announce(void *ctx, struct ipc_waitset *ws)
+{
+	struct pub_wait *w = ctx;
+	pub_progress(w->pub, w->progress);
+	return pub_announce(w->pub, ws, 0, w->progress, &w->pub->ws_gen);
+}
+
+static int wait_has_work(void *ctx)
+{
+	struct pub_wait *w = ctx;
+	return w->ready(w->pub, w->arg) || w->gen != w->pub->slot_gen;
+}
+
+static void wait_withdraw(void *ctx)
+{
+	pub_withdraw(((struct pub_wait *)ctx)->pub);
+}
+
+static const struct park_hooks wait_hooks = {
+	.announce = wait_announce,
+	.has_work = wait_has_work,
+	.withdraw = wait_withdraw,
+};
+
 /* Sleep until a subscriber's words change, a control fd is ready, or
- * the deadline. `ready` is re-checked after announcing the park; if it
- * changed the subscriber set, the words we would sleep on may be gone,
- * so we return to the caller's loop instead. Returns 1 when ready. */
+ * the deadline. Returns 0 or -errno (not -EINTR: signals look again). */
 static int pub_park(struct crs_pub *pub,
 		    int (*ready)(struct crs_pub *, uint64_t), uint64_t arg,
 		    int64_t deadline)
 {
-	uint32_t progress[CRS_MAX_SUBSCRIBERS];
-	uint32_t gen = pub->slot_gen;
-	pub_progress(pub, progress);
-	pub_arm(pub, pub->ws, 0, progress, &pub->ws_gen);
-	crs_fence_full(); /* pairs with the fence in sub_publish() */
-	int r = ready(pub, arg);
-	if (!r && gen == pub->slot_gen) {
-		uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
-		if (pub->untethered_ns) { /* wake up to evict in time */
-			int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
-			if (check < deadline)
-				deadline = check;
-		}
-		int n = ipc_waitset_wait(pub->ws, deadline, fired,
-					 CRS_MAX_SUBSCRIBERS + 1);
-		r = n < 0 && n != -EINTR ? n : 0; /* signals: look again */
-		for (int k = 0; k < n; k++)
-			if (fired[k] == 0)
-				pub_serve(pub);
+	struct pub_wait w = {
+		.pub = pub, .ready = ready, .arg = arg, .gen = pub->slot_gen
+	};
+	uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+	if (pub->untethered_ns) { /* wake up to evict in time */
+		int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
+		if (check < deadline)
+			deadline = check;
 	}
-	crs_store_relaxed(&pub->hdr->signal.pub_parked, 0);
-	return r;
+	int n = park_wait(&wait_hooks, &w, pub->ws, deadline, fired,
+			  CRS_MAX_SUBSCRIBERS + 1);
+	for (int k = 0; k < n; k++)
+		if (fired[k] == 0)
+			pub_serve(pub);
+	return n < 0 && n != -EINTR ? n : 0;
 }
 
 /* Generic wait loop: serve, test, park; until ready or the deadline. */
@@ -638,21 +748,27 @@ static int pub_wait_for(struct crs_pub *pub,
 			continue; /* demand usually returns within microseconds */
 		int r = pub_park(pub, ready, arg, deadline);
 		if (r != 0)
-			return r > 0 ? 0 : r;
+			return r;
 	}
 }
 
 static int ready_claim(struct crs_pub *pub, uint64_t len)
 {
 	uint64_t pad;
+	if (pub->state != PUB_CONNECTED)
+		return 0; /* autoConnect pending: serving will connect */
 	pub_recompute(pub);
 	return pub_check(pub, claim_need(pub, crs_frame_size(len), &pad)) == 0;
 }
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
 {
-	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
+	if (pub->state == PUB_TERMINATED)
+		return -ESHUTDOWN;
+	/* Unconnected: wait only if serving can connect us (autoConnect
+	 * not fired yet); nobody else can call crs_pub_connect meanwhile. */
+	if (pub->state != PUB_CONNECTED && pub->auto_connect < 0)
+		return -ENOTCONN;
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	return pub_wait_for(pub, ready_claim, len, timeout_ms);
@@ -695,8 +811,8 @@ void crs_pub_close(crs_pub *pub)
 	pub_close_epochs(pub);
 	crs_store_relaxed(&pub->hdr->stats.state, 3u);
 	/* Unlink first so no new subscriber finds a stream going away. */
-	ipc_unlink(pub->paths.sock);
-	ipc_unlink(pub->paths.lock);
+	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
+	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 	pub_drop_all(pub);
 	ipc_close(pub->listen_fd);
 	ipc_close(pub->ep);
@@ -704,6 +820,7 @@ void crs_pub_close(crs_pub *pub)
 	ipc_unmap(pub->hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
+	crs_paths_close(&pub->paths);
 	crs_retain_free(&pub->retain);
 	free(pub->latest);
 	free(pub);

@@ -8,11 +8,9 @@
  * checked before use, and a bad value ends this subscription with
  * CRS_EPROTO instead of an out-of-bounds read.
  *
- * Wakeup protocol, subscriber side: announce the park word, fence,
- * re-check, sleep on data_signal. If the publisher skips its commit fence
- * (it registered for membarrier), membarrier() comes between the
- * announcement and the re-check, so no wakeup can be lost; where the
- * kernel refuses membarrier we sleep in bounded naps instead.
+ * Waits follow park.h: this file gives its hooks (sub_announce,
+ * sub_has_work, sub_withdraw) and, as a waker, publishes demand and
+ * wakes a parked publisher (sub_publish).
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,14 +27,13 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "park.h"
 #include "sub.h"
 #include "terminal.h"
 
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
-#define PARK_FIRST_NS 200000LL	  /* first nap when membarrier is refused */
-#define PARK_MAX_NAP_NS 20000000LL /* longest such nap */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
@@ -51,11 +48,13 @@ void crs_sub_opts_init(struct crs_sub_opts *o)
 	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
 }
 
+/* The first end seen is the one reported. */
 static void sub_end(struct crs_sub *sub, int code, const char *message)
 {
 	if (sub->ended)
 		return;
 	sub->ended = 1;
+	sub->cold = 1;
 	sub->end.code = code;
 	memset(sub->end.message, 0, sizeof(sub->end.message));
 	if (message)
@@ -63,19 +62,26 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 }
 
 /* Store our consumed position and demand, then wake the publisher if it
- * sleeps. The fence pairs with the one in pub_park(). */
+ * sleeps: the waker's side of park.h, with progress as the word W. */
 static void sub_publish(struct crs_sub *sub)
 {
 	struct crs_ctl *c = sub->ctl;
-	/* Both release stores pair with the acquire loads in
-	 * pub_recompute(). */
+	/* A request of the publisher read now is answered by this publish
+	 * (relaxed: nothing is read behind it). */
+	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
+	/* The release stores of consumed and requested pair with the
+	 * acquire loads in pub_recompute(); the one of progress, with the
+	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
+	 * publisher that sees the new progress sees the demand behind it. */
 	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
 	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
 	sub->published_pos = sub->pos;
 	sub->since_publish = 0;
-	crs_fence_full();
+	/* Orders the stores above before the load of pub_parked; pairs
+	 * with the fence in park_begin() after pub_announce(). */
+	park_waker_fence(1);
 	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
 		ipc_futex_wake(&c->progress, 1);
 }
@@ -86,6 +92,27 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
 	if (!sub->pub_dead &&
 	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
 		sub->pub_dead = 1;
+}
+
+/* Learn where our epoch stops, once the publisher has written our
+ * terminal record: nothing at or past its position is ours (the next
+ * epoch's frames follow there). Called after an acquire load showed a
+ * position or frame we did not know: a record written before those is
+ * then visible. The first position seen stays: a record is not moved. */
+static void sub_note_stop(struct crs_sub *sub)
+{
+	struct crs_terminal_view t;
+	if (sub->stop_pos != UINT64_MAX)
+		return;
+	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	case CRS_TERM_COMPLETE:
+	case CRS_TERM_ERROR:
+	case CRS_TERM_DETACHED:
+		sub->stop_pos = t.pos;
+		break;
+	default:
+		break;
+	}
 }
 
 /* Is a frame committed at pos? (The tag check alone decides: a word
@@ -101,10 +128,11 @@ static int frame_committed(const struct crs_sub *sub)
 			       sub->max_message, &len) != CRS_FRAME_NONE;
 }
 
-/* Step over committed padding frames at pos (they need no demand). */
+/* Step over committed padding frames at pos (they need no demand), but
+ * not over the next epoch's. */
 static void skip_padding(struct crs_sub *sub)
 {
-	for (;;) {
+	while (sub->pos < sub->stop_pos) {
 		uint64_t len;
 		const _Atomic uint64_t *h =
 			(const _Atomic uint64_t *)(sub->ring +
@@ -114,6 +142,9 @@ static void skip_padding(struct crs_sub *sub)
 		if (crs_frame_check(crs_load_acquire(h), sub->pos,
 				    sub->ring_size, sub->max_message,
 				    &len) != CRS_FRAME_PADDING)
+			return;
+		sub_note_stop(sub); /* after the acquire: see there */
+		if (sub->pos >= sub->stop_pos)
 			return;
 		sub->pos += len;
 	}
@@ -130,6 +161,7 @@ static int sub_idle(struct crs_sub *sub)
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
+		sub->follow = 0; /* cut off for what we did */
 		sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO, t.message);
 		return -CRS_EEND;
 	case CRS_TERM_COMPLETE:
@@ -144,9 +176,17 @@ static int sub_idle(struct crs_sub *sub)
 		}
 		if (t.pos > sub->pos)
 			break; /* messages before it are still to come */
-		/* a terminal behind us is corrupt */
-		__attribute__((fallthrough));
+		goto corrupt; /* a terminal behind us */
+	case CRS_TERM_DETACHED:
+		/* Our epoch ended without a signal (NO_EVENT): nothing
+		 * more, until the publisher closes (the record becomes
+		 * ERROR) or dies (we see the hangup). */
+		if (t.pos >= sub->pos)
+			break;
+		goto corrupt;
 	default:
+	corrupt:
+		sub->follow = 0;
 		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
@@ -157,23 +197,42 @@ static int sub_idle(struct crs_sub *sub)
 	 * mapping: deliver them (as demand allows), then its terminal
 	 * record if it wrote one, and EPIPE only after that. */
 	if (sub->pub_dead) {
-		if (!frame_committed(sub)) {
+		sub_note_stop(sub);
+		if (sub->pos >= sub->stop_pos || !frame_committed(sub)) {
 			sub_end(sub, EPIPE, "publisher died");
 			return -CRS_EEND;
 		}
 		/* It may have died between a header and its position word:
-		 * from now on the headers alone say what is committed. */
-		sub->known_end = UINT64_MAX;
+		 * from now on the headers alone say what is committed, up
+		 * to where our epoch stopped. */
+		sub->known_end = sub->stop_pos;
 	}
 	return 0;
 }
 
+/* One word says how far the publisher has committed (pairs with its
+ * release store in crs_pub_commit()): a reader that has caught up
+ * watches it instead of the ring line the publisher is writing, and
+ * then reads whole batches behind it. */
+static inline void sub_refresh_end(struct crs_sub *sub)
+{
+	uint64_t end = crs_load_acquire(&sub->hdr->stats.position);
+	/* After that acquire, so that a record written before the next
+	 * epoch's frames is seen with them: never read past our own
+	 * epoch. */
+	sub_note_stop(sub);
+	sub->known_end = end < sub->stop_pos ? end : sub->stop_pos;
+}
+
 /* Find the next message at pos, skipping padding. Returns 1 with its
  * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
+static int sub_cold(struct crs_sub *sub, uint64_t *len);
+static void sub_stop_opening(struct crs_sub *sub);
+
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(sub->ended, 0))
-		return -CRS_EEND;
+	if (__builtin_expect(sub->cold, 0))
+		return sub_cold(sub, len);
 	/* Evicted: the publisher no longer protects what we have not read,
 	 * so stop at once (a line only the publisher writes, once). */
 	if (__builtin_expect(sub->received >= sub->requested ||
@@ -183,13 +242,7 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->known_end) {
-			/* One word says how far the publisher has committed
-			 * (pairs with its release store in crs_pub_commit()):
-			 * a reader that has caught up watches it instead of
-			 * the ring line the publisher is writing, and then
-			 * reads whole batches behind it. */
-			sub->known_end =
-				crs_load_acquire(&sub->hdr->stats.position);
+			sub_refresh_end(sub);
 			if (sub->pos >= sub->known_end)
 				return sub_idle(sub);
 		}
@@ -209,13 +262,14 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		case CRS_FRAME_NONE:
 			return sub_idle(sub);
 		default:
+			sub->follow = 0;
 			sub_end(sub, CRS_EPROTO, "corrupt frame in the ring");
 			return -CRS_EEND;
 		}
 	}
 }
 
-int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 {
 	uint64_t len = 0;
 	if (sub->held)
@@ -232,6 +286,35 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	return 1;
 }
 
+/* The application has been told of the end (or of the new publisher). */
+static void sub_told(struct crs_sub *sub, int r)
+{
+	if (r == -CRS_EEND) {
+		sub->end_delivered = 1;
+	} else if (r == -CRS_EGAP) {
+		sub->gap_pending = 0;
+		sub->ended = sub->end_delivered = sub->cold = 0;
+		memset(&sub->end, 0, sizeof(sub->end));
+	}
+}
+
+int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+{
+	int r = sub_poll(sub, msg);
+	if (__builtin_expect(r < 0, 0))
+		sub_told(sub, r);
+	return r;
+}
+
+/* Has this subscriber read everything committed so far? */
+static inline int sub_caught_up(struct crs_sub *sub)
+{
+	if (sub->pos < sub->known_end)
+		return 0;
+	sub_refresh_end(sub);
+	return sub->pos >= sub->known_end;
+}
+
 void crs_sub_release(crs_sub *sub)
 {
 	if (!sub->held)
@@ -246,23 +329,35 @@ void crs_sub_release(crs_sub *sub)
 		sub->since_request = 0;
 		sub_publish(sub);
 	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
-		   ++sub->since_publish >= PUBLISH_EVERY) {
+		   ++sub->since_publish >= PUBLISH_EVERY ||
+		   sub_caught_up(sub) ||
+		   crs_load_relaxed(&sub->hdr->signal.progress_wanted) !=
+			   sub->wanted_seen) {
+		/* Batched, but never hidden: at the end of what was
+		 * published (the publisher may be waiting for just that,
+		 * crs_pub_wait_consumed), and at the first release after
+		 * the publisher asked (pub_want_progress). */
 		sub_publish(sub);
 	}
 }
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
 {
-	if (sub->ended || sub->cancelled)
+	if (sub->cancelled || (sub->ended && !sub->follow))
 		return 0;
 	if (n == 0) {
+		sub->follow = 0; /* a violation of ours ends it for good */
+		sub_stop_opening(sub);
 		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
-		crs_store_release(&sub->ctl->cancelled, 1);
-		sub_publish(sub);
+		if (sub->ctl) { /* as in crs_sub_cancel() */
+			crs_store_release(&sub->ctl->cancelled, 1);
+			sub_publish(sub);
+		}
 		return -EINVAL;
 	}
 	sub->requested = crs_credit_add(sub->requested, n);
-	sub_publish(sub);
+	if (sub->ctl) /* else published when the stream is open */
+		sub_publish(sub);
 	return 0;
 }
 
@@ -272,8 +367,20 @@ void crs_sub_cancel(crs_sub *sub)
 		return;
 	sub->cancelled = 1;
 	sub->held = 0;
+	/* Nothing is delivered after our own cancel, not even an end seen
+	 * but not delivered yet (Reactive Streams 3.6); crs_sub_end() still
+	 * says how it ended, if it had. */
+	sub->follow = 0;
+	sub_stop_opening(sub);
 	sub_end(sub, ECANCELED, "cancelled");
-	/* Read by pub_recompute(): our demand no longer holds anyone. */
+	sub->end_delivered = 1;
+	sub->gap_pending = 0;
+	if (!sub->ctl)
+		return;
+	/* Read by pub_recompute(): our demand no longer holds anyone. It
+	 * loads the flag relaxed and reads nothing behind it; the release
+	 * only keeps it before sub_publish()'s progress bump, which wakes
+	 * the publisher to look. */
 	crs_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);
 	ipc_sock_shutdown(sub->sock);
@@ -285,70 +392,77 @@ int sub_has_work(struct crs_sub *sub)
 	return sub_next(sub, &len) != 0;
 }
 
-uint32_t sub_park_begin(struct crs_sub *sub)
+int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
-	/* Pairs with the release store in wake_subscribers(). */
+	if (sub->opening) /* nothing mapped yet: the opener's fds */
+		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
+	/* The acquire pairs with the release store of data_signal in
+	 * pub_wake_all(): having seen a wake's value, we also see the
+	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	/* Read by wake_if_parked() (pub.c) after each commit. */
 	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
-	crs_fence_full(); /* pairs with the fence in wake_if_parked() */
-	return seen;
+	sub->parkers++;
+	int how = sub->pub_fences ? 0 : PARK_MEMBARRIER;
+	if (ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen))
+		how |= PARK_NAP;
+	/* Once the publisher is known dead its socket stays readable: only
+	 * our own demand can make progress now, so do not wait on it. */
+	if (sub->pub_dead)
+		ipc_waitset_forget(ws, base + 1);
+	else if (ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP))
+		how |= PARK_NAP;
+	return how;
 }
 
-void sub_park_end(struct crs_sub *sub)
+void sub_withdraw(struct crs_sub *sub)
 {
+	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
+		return;
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	crs_store_relaxed(&sub->ctl->wakeups,
 			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 }
 
-void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
-	     uint32_t seen)
-{
-	ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen);
-	/* Once the publisher is known dead its socket stays readable: only
-	 * our own demand can make progress now, so do not wait on it. */
-	if (sub->pub_dead)
-		ipc_waitset_forget(ws, base + 1);
-	else
-		ipc_waitset_poll(ws, base + 1, sub->sock, POLLIN | POLLRDHUP);
-}
-
 void sub_hangup(struct crs_sub *sub)
 {
-	sub->pub_dead = 1;
+	/* Look before believing it: the key may have fired for what it
+	 * watched before (the opener's timer, an old stream's socket). */
+	if (!sub->opening && !sub->pub_dead &&
+	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
+		sub->pub_dead = 1;
 }
 
-/* Park until data_signal moves, the socket stirs, or the deadline. */
+/* crs_sub_wait's hooks: park.h over this one subscription. */
+static int wait_announce(void *sub, struct ipc_waitset *ws)
+{
+	return sub_announce(sub, ws, 0);
+}
+
+static int wait_has_work(void *sub)
+{
+	return sub_has_work(sub);
+}
+
+static void wait_withdraw(void *sub)
+{
+	sub_withdraw(sub);
+}
+
+static const struct park_hooks wait_hooks = {
+	.announce = wait_announce,
+	.has_work = wait_has_work,
+	.withdraw = wait_withdraw,
+};
+
+/* Sleep until data_signal moves, the socket stirs, or the deadline. */
 static void sub_park(struct crs_sub *sub, int64_t deadline)
 {
-	uint32_t seen = sub_park_begin(sub);
-	/* The publisher's commit has no store-load fence (unless it says it
-	 * fences): membarrier() makes its last header store visible before
-	 * we look again and sleep (it pairs with the compiler fence in
-	 * wake_if_parked()). Cheaper here than a timed first nap, whose
-	 * timer costs more than the whole wakeup in a VM. Without
-	 * membarrier we sleep in bounded naps, backing off. */
-	int64_t nap = 0;
-	if (!sub->pub_fences && ipc_membarrier() != 0)
-		nap = PARK_FIRST_NS;
-	while (!sub_has_work(sub)) {
-		int64_t until = deadline;
-		if (nap) {
-			int64_t t = ipc_now_ns() + nap;
-			until = t < deadline ? t : deadline;
-		}
-		uint64_t fired[2];
-		sub_arm(sub, sub->ws, 0, seen);
-		int r = ipc_waitset_wait(sub->ws, until, fired, 2);
-		for (int k = 0; k < r; k++)
-			if (fired[k] == 1)
-				sub_hangup(sub);
-		if (r != 0 || until == deadline)
-			break;
-		if (nap < PARK_MAX_NAP_NS)
-			nap *= 2;
-	}
-	sub_park_end(sub);
+	uint64_t fired[2];
+	int n = park_wait(&wait_hooks, sub, sub->ws, deadline, fired, 2);
+	for (int k = 0; k < n; k++)
+		if (fired[k] == 1)
+			sub_hangup(sub);
 }
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
@@ -376,11 +490,17 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 	struct crs_msg msg;
 	int n = 0;
 	while ((size_t)n < max) {
-		int r = crs_sub_poll(sub, &msg);
+		int r = sub_poll(sub, &msg);
 		if (r == 0)
 			break;
 		if (r < 0 && n > 0)
 			break; /* report the count; the end comes next call */
+		if (r == -CRS_EGAP) {
+			sub_told(sub, r);
+			if (cb->on_gap)
+				cb->on_gap(ctx);
+			return r;
+		}
 		if (r < 0) {
 			if (!sub->end_delivered) {
 				sub->end_delivered = 1;
@@ -409,18 +529,130 @@ const struct crs_end *crs_sub_end(const crs_sub *sub)
 
 uint64_t crs_sub_requested(const crs_sub *sub)
 {
-	return sub->requested;
+	return crs_credit_add(sub->requested_before, sub->requested);
 }
 
 uint64_t crs_sub_received(const crs_sub *sub)
 {
-	return sub->received;
+	return sub->received_before + sub->received;
 }
 
-/* ---- open ------------------------------------------------------------- */
+uint64_t crs_sub_stream_id(const crs_sub *sub)
+{
+	return sub->at.seg.stream_id; /* the checked copy */
+}
+
+/* ---- open and follow ------------------------------------------------ */
+
+static void sub_stop_opening(struct crs_sub *sub)
+{
+	if (sub->opening)
+		crs_opener_stop(&sub->op);
+	sub->opening = 0;
+}
+
+/* Take an attachment: read from its start, with our demand. A stream
+ * after an earlier one (following) is reported as a gap first, and
+ * inherits the demand the earlier one left outstanding. */
+static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
+{
+	int again = sub->ended;
+	sub->at = *at;
+	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
+	sub->hdr = sub->at.hdr;
+	sub->ctl = sub->at.ctl;
+	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
+	sub->ring_size = h->ring_size;
+	sub->max_message = h->max_message;
+	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
+	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
+	sub->stop_pos = UINT64_MAX;
+	sub->known_end = 0;
+	sub->seq = sub->at.welcome.start_seq;
+	sub->publish_step = sub->ring_size / 4;
+	sub->sock = sub->at.sock;
+	sub->pub_dead = 0;
+	sub->since_publish = 0;
+	sub->next_liveness_ns = 0;
+	if (again) {
+		uint64_t left = sub->requested == CRS_UNBOUNDED
+					? CRS_UNBOUNDED
+					: sub->requested - sub->received;
+		sub->requested_before =
+			crs_credit_add(sub->requested_before, sub->received);
+		sub->received_before += sub->received;
+		sub->requested = left;
+		sub->received = 0;
+		sub->gap_pending = 1; /* stays cold until reported */
+	} else {
+		sub->cold = 0;
+	}
+	if (sub->requested)
+		sub_publish(sub);
+}
+
+/* One step of the open under way: 0 (not yet), 1 (attached) or
+ * -CRS_EEND (it failed: that is how this subscription ends). */
+static int sub_open_step(struct crs_sub *sub)
+{
+	struct crs_attach at;
+	int r = crs_opener_step(&sub->op, &at);
+	if (r == 0)
+		return 0;
+	sub_stop_opening(sub);
+	if (r < 0) {
+		if (r == -ECONNREFUSED)
+			r = -ENOENT; /* a dead publisher's leftovers */
+		sub->follow = 0;
+		sub_end(sub, -r, crs_errmsg()); /* what crs_sub_open says */
+		return -CRS_EEND;
+	}
+	sub_attach(sub, &at);
+	return 1;
+}
+
+/* Following, after the end was told: leave the old stream and look for
+ * the next publisher of the name, for as long as it takes. */
+static void sub_follow(struct crs_sub *sub)
+{
+	crs_store_release(&sub->ctl->cancelled, 1);
+	crs_store_relaxed(&sub->ctl->parked, 0);
+	sub->parkers = 0; /* the park word goes with the old stream */
+	crs_detach(&sub->at);
+	sub->hdr = NULL;
+	sub->ctl = NULL;
+	sub->ring = NULL;
+	sub->sock = -1;
+	crs_opener_start(&sub->op, sub->name, -1, sub->handshake_ms, 1);
+	sub->opening = 1;
+}
+
+/* sub_next's slow path. */
+static int sub_cold(struct crs_sub *sub, uint64_t *len)
+{
+	if (sub->opening) {
+		int r = sub_open_step(sub);
+		if (r <= 0)
+			return r;
+	}
+	if (sub->gap_pending)
+		return -CRS_EGAP;
+	if (!sub->ended)
+		return sub_next(sub, len); /* opened: read */
+	if (!sub->follow || !sub->end_delivered)
+		return -CRS_EEND;
+	/* A new publisher can take the name only once the old one has
+	 * gone (closed or died); until then, nothing. */
+	if (sub->held ||
+	    (!sub->pub_dead && ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) == 0))
+		return 0;
+	sub_follow(sub);
+	return sub_cold(sub, len);
+}
 
 static void sub_free(struct crs_sub *sub)
 {
+	sub_stop_opening(sub);
 	crs_detach(&sub->at);
 	ipc_waitset_free(sub->ws);
 	free(sub);
@@ -436,35 +668,40 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		crs_sub_opts_init(&o);
 	if (o.handshake_ms == 0)
 		o.handshake_ms = DEFAULT_HANDSHAKE_MS;
+	int err = crs_name_check(name);
+	if (err)
+		return err;
 	struct crs_sub *sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return -ENOMEM;
-	int err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms,
-			     o.handshake_ms, &sub->at);
-	if (err == -ECONNREFUSED)
-		err = -ENOENT; /* a dead publisher's leftovers: no stream */
-	if (!err)
-		err = ipc_waitset_new(&sub->ws);
+	sub->at.sock = sub->at.data_fd = sub->at.ctl_fd = sub->sock = -1;
+	strlcpy(sub->name, name, sizeof(sub->name));
+	sub->handshake_ms = o.handshake_ms;
+	sub->follow = o.follow != 0;
+	sub->spin_ns = crs_spin_ns(o.spin_us);
+	sub->prefetch = o.prefetch;
+	sub->replenish = crs_credit_replenish(o.prefetch);
+	sub->requested = o.prefetch; /* published once attached */
+	sub->cold = 1;
+	err = ipc_waitset_new(&sub->ws);
 	if (err) {
 		sub_free(sub);
 		return err;
 	}
-	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
-	sub->hdr = sub->at.hdr;
-	sub->ctl = sub->at.ctl;
-	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
-	sub->ring_size = h->ring_size;
-	sub->max_message = h->max_message;
-	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
-	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
-	sub->seq = sub->at.welcome.start_seq;
-	sub->publish_step = sub->ring_size / 4;
-	sub->sock = sub->at.sock;
-	sub->spin_ns = crs_spin_ns(o.spin_us);
-	sub->prefetch = o.prefetch;
-	sub->replenish = crs_credit_replenish(o.prefetch);
-	if (o.prefetch)
-		crs_sub_request(sub, o.prefetch);
+	if (o.async) {
+		crs_opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);
+		sub->opening = 1;
+		*out = sub;
+		return 0;
+	}
+	struct crs_attach at;
+	err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms, o.handshake_ms,
+			 &at);
+	if (err) {
+		sub_free(sub);
+		return err == -ECONNREFUSED ? -ENOENT : err; /* leftovers */
+	}
+	sub_attach(sub, &at);
 	*out = sub;
 	return 0;
 }
@@ -475,6 +712,7 @@ void crs_sub_close(crs_sub *sub)
 		return;
 	if (!sub->cancelled && sub->ctl) {
 		sub->cancelled = 1;
+		/* As in crs_sub_cancel(). */
 		crs_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 	}

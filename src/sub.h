@@ -11,6 +11,7 @@
 #include "crs/crs.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "opener.h"
 
 struct crs_sub {
 	/* Hot: poll and release. */
@@ -19,7 +20,10 @@ struct crs_sub {
 	uint32_t max_message;
 	int held;
 	uint64_t pos;
-	uint64_t known_end; /* publisher's position as last read */
+	uint64_t known_end; /* publisher's position as last read, capped
+			       at stop_pos */
+	uint64_t stop_pos;  /* where our epoch ended (our terminal record's
+			       position); UINT64_MAX until we saw one */
 	uint64_t seq;
 	uint64_t held_frame;
 	uint64_t requested; /* total, saturating */
@@ -30,8 +34,11 @@ struct crs_sub {
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
 	uint32_t since_publish; /* releases since the last publish */
+	uint32_t wanted_seen;	/* progress_wanted at the last publish */
 	struct crs_ctl *ctl;
 	const struct crs_data_header *hdr;
+	int cold; /* sub_next takes the slow path: ended, opening, or a new
+		     publisher to report */
 
 	/* Cold. */
 	int ended;
@@ -39,25 +46,34 @@ struct crs_sub {
 	int pub_dead;
 	int cancelled;
 	int pub_fences;
+	int parkers; /* announcements standing on our park word */
 	int64_t spin_ns; /* poll this long in waits before parking */
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;
 	struct crs_attach at; /* sockets and mappings */
+	/* Opening without blocking, and following the name (opener.h). */
+	char name[CRS_NAME_MAX + 1];
+	int handshake_ms;
+	int follow;	 /* crs_sub_opts.follow, until an end of our own */
+	int opening;	 /* op runs; hdr and ctl are NULL meanwhile */
+	int gap_pending; /* attached to a new publisher: report CRS_EGAP */
+	uint64_t requested_before; /* totals of the streams before this one */
+	uint64_t received_before;
+	struct crs_opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
 };
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within
  * demand, or the end), 0 otherwise. */
 int sub_has_work(struct crs_sub *sub);
-/* Announce that we are about to sleep on data_signal; returns the value
- * to sleep on. Follow with a re-check (sub_has_work) before sleeping. */
-uint32_t sub_park_begin(struct crs_sub *sub);
-void sub_park_end(struct crs_sub *sub);
-/* Arm ws to wake on data_signal != seen (key base) or a stir of the
- * liveness socket (key base + 1). */
-void sub_arm(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base,
-	     uint32_t seen);
+/* park.h hooks, also used by loop.c. Announce that we sleep on the
+ * current data_signal (our park word, nested: counted in parkers) and
+ * arm ws to wake when it moves (key base) or the liveness socket stirs
+ * (key base + 1). Returns PARK_* flags. */
+int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base);
+/* Withdraw one announcement; the last one clears the park word. */
+void sub_withdraw(struct crs_sub *sub);
 /* The liveness socket stirred: the publisher is gone (or misbehaves). */
 void sub_hangup(struct crs_sub *sub);
 

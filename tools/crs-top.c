@@ -1314,6 +1314,14 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	/* A directory that exists but may not be used is an error, not an
+	 * empty screen; one not created yet just has no streams. */
+	char dir[256];
+	int dir_err = crs_runtime_dir(dir, sizeof(dir));
+	if (dir_err < 0 && dir_err != -ENOENT) {
+		fprintf(stderr, "crs-top: %s\n", crs_errmsg());
+		return EXIT_RUNTIME;
+	}
 	struct top_set t;
 	if (set_init(&t) < 0) {
 		fputs("crs-top: out of memory\n", stderr);

@@ -9,7 +9,8 @@
  *
  * Conventions (as in liburing): every call returns 0 or a count on success
  * and a negative errno value (or a negative CRS_E* code) on failure;
- * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * crs_strerror() explains each, and crs_errmsg() says what the last
+ * failing open or create found. Handles are opaque. A handle may be used by
  * one thread at a time; different handles are independent.
  */
 #ifndef CRS_CRS_H
@@ -33,7 +34,9 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
 #define CRS_UNBOUNDED UINT64_MAX
 
-/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+/* Longest stream name; names use [A-Za-z0-9._-] and start with neither
+ * '.' (no hidden or climbing names) nor '-' (a name on a command line
+ * never reads as an option). */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
@@ -46,6 +49,9 @@ enum {
 	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
 	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
 	CRS_EVERSION,	/* peer speaks another layout or handshake version */
+	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
+			   what was published between the old stream's end
+			   and its first message is missed */
 	CRS_ELAST
 };
 
@@ -67,7 +73,9 @@ enum crs_overflow {
 /* What subscribers get when the publisher disconnects. */
 enum crs_disconnect {
 	CRS_DISCONNECT_SEND_ERROR = 0, /* on_error(ECANCELED) (default) */
-	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal */
+	CRS_DISCONNECT_NO_EVENT,       /* nothing more, no terminal signal
+					  (EPIPE once the publisher closes
+					  or dies) */
 	CRS_DISCONNECT_SEND_COMPLETED, /* on_complete */
 };
 
@@ -90,6 +98,14 @@ struct crs_pub_opts {
 	uint32_t allow_gid;
 	uint32_t n_allow_uids;
 	uint32_t allow_uids[8];
+	/* Slot quotas, so that one process or one user cannot take every
+	 * slot: most slots the subscribers of one process (by pid, as the
+	 * kernel reports it) may hold, 0 (default): half of max_subscribers
+	 * rounded up; most slots of one uid, 0 (default): no bound beyond
+	 * max_subscribers. A subscriber over either is refused with
+	 * EDQUOT, on a full stream with EUSERS; crs_errmsg() says which. */
+	uint32_t max_per_process;
+	uint32_t max_per_uid;
 	uint32_t overflow;	  /* enum crs_overflow, for crs_pub_offer */
 	uint32_t on_disconnect;	  /* enum crs_disconnect */
 	int32_t auto_connect;	  /* connect once this many subscribers have
@@ -106,7 +122,11 @@ struct crs_pub_opts {
 	 * this long: it gets on_error(ETIMEDOUT) and stops holding the
 	 * others back. 0 (default): never; a slow subscriber holding the
 	 * others back is the lockstep contract, and cutting one off loses
-	 * its messages, so it has to be asked for. */
+	 * its messages, so it has to be asked for. A released message
+	 * counts as consumed: halfway through the timeout the publisher
+	 * asks for fresh positions, which a subscriber gives at its next
+	 * release, so one that releases a message at least every
+	 * untethered_ms / 4 is never evicted, however slowly it reads. */
 	uint32_t untethered_ms;
 	/* crs_pub_wait polls this long before it sleeps in the kernel:
 	 * 0: the default (20 us), -1: sleep at once. */
@@ -121,10 +141,37 @@ struct crs_sub_opts {
 			      0 = manual crs_sub_request() only; default 128 */
 	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
 			      with -ENOENT (default), -1 forever */
-	int handshake_ms;  /* how long the publisher may take to answer;
+	int handshake_ms;  /* how long the publisher may take to accept and
+			      answer, from the first attempt that finds
+			      its socket (a stopped publisher with a full
+			      backlog included: no step blocks past it);
 			      0 = default 5000, -1 forever */
 	int spin_us;	   /* crs_sub_wait polls this long before it sleeps
 			      in the kernel: 0 default (20 us), -1 never */
+	/* 1: crs_sub_open returns at once, and the stream is opened by the
+	 * polls, waits and crs_loop runs that follow, never blocking them
+	 * (as Aeron's async add_subscription): polls return 0 until it is
+	 * open. An open that fails (no stream within wait_ms, a refusal,
+	 * no answer within handshake_ms) ends the subscription: -CRS_EEND,
+	 * and crs_sub_end() holds the code crs_sub_open would have
+	 * returned, as a positive number (ENOENT, EACCES, ETIMEDOUT...). */
+	int async;
+	/* 1: follow the name across publisher restarts, as tail -F does.
+	 * When the stream ends (completion, error, EPIPE), the end is
+	 * delivered as usual; the subscription then waits for the
+	 * publisher to go away (close or die) and for a new publisher of
+	 * the name, which may take forever (failed attempts are retried
+	 * after 10 ms, doubling to 1 s), and reports it once: crs_sub_poll
+	 * returns -CRS_EGAP (crs_sub_dispatch calls on_gap), crs_sub_end()
+	 * is NULL again, crs_sub_stream_id() is the new publisher's, and
+	 * the new stream's messages follow (sequence numbers are the new
+	 * publisher's). Demand left outstanding carries over; with a
+	 * prefetch it is replenished as usual. None of this ever blocks:
+	 * a poll that finds the new publisher starts opening it as
+	 * `async` does. Following stops for good at an end of the
+	 * subscriber's own making: crs_sub_cancel, request(0), eviction
+	 * by the publisher, or a protocol violation it found. */
+	int follow;
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
@@ -149,6 +196,9 @@ struct crs_sub_callbacks {
 	void (*on_next)(void *ctx, const struct crs_msg *msg);
 	void (*on_complete)(void *ctx);
 	void (*on_error)(void *ctx, int code, const char *message);
+	/* follow: a new publisher took the name after the terminal signal
+	 * above; messages may be missing before its first (may be NULL). */
+	void (*on_gap)(void *ctx);
 };
 
 /* ---- Errors and options ----------------------------------------------- */
@@ -156,14 +206,33 @@ struct crs_sub_callbacks {
 /* A static string for any code this library returns (negative or not). */
 const char *crs_strerror(int code);
 
+/* What the last failing call of this thread found, in words: which
+ * runtime directory was refused and why (its mode and owner), which pid
+ * owns a name, the reason text of a publisher that refused us, which
+ * limit was hit. Thread-local: valid until this thread's next failing
+ * call, and never freed by the caller (at most 511 bytes). Set by the
+ * calls that open or create (crs_pub_create, crs_sub_open,
+ * crs_inspect_open, crs_inspect_list, crs_runtime_dir, crs_name_check);
+ * after any other failure it may still describe an older one, so use
+ * crs_strerror(code) there. "no error" before any failure. Never
+ * fails; safe from any thread. */
+const char *crs_errmsg(void);
+
 /* Fill with the defaults described above. */
 void crs_pub_opts_init(struct crs_pub_opts *opts);
 void crs_sub_opts_init(struct crs_sub_opts *opts);
 
 /* The runtime directory streams live in ($CRS_DIR, else
- * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID). It must be owned by us or
- * by root and writable by nobody else, or it is refused with -EPERM.
- * Returns the length or -errno. */
+ * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID; its path at most 255
+ * bytes). It must be a real directory, not a symlink (-ELOOP), owned by
+ * us or by root and writable by nobody else (-EPERM). crs opens it once
+ * per create or open and works relative to that descriptor (files are
+ * never opened through a symlink), so nobody can swap it between the
+ * check and the use. Any valid name works whatever the directory's path
+ * length: sockets are addressed through /proc/self/fd (where /proc is
+ * not mounted, the full path must fit the 108 bytes of a unix socket
+ * address). Returns the length, -ENOENT if it does not exist yet, or
+ * -errno; crs_errmsg() says which directory and why. */
 int crs_runtime_dir(char *buf, size_t size);
 
 /* 0 if name is a valid stream name, else -EINVAL. */
@@ -173,8 +242,25 @@ int crs_name_check(const char *name);
 
 /* Create stream `name` and start listening for subscribers. A stale
  * stream of a dead publisher is replaced. opts may be NULL.
- * Returns 0, -EEXIST (a live publisher owns the name), -EINVAL, -ENOMEM,
- * or another -errno from the system. */
+ * Returns 0, -EEXIST (a live publisher owns the name; crs_errmsg()
+ * gives its pid), -EPERM/-ELOOP/-ENOTDIR/-ENOENT (the runtime directory
+ * is unsafe or cannot be made, see crs_runtime_dir), -EINVAL, -ENOMEM,
+ * or another -errno from the system.
+ *
+ * Admission, the publisher's control work: a peer's credentials are
+ * checked as soon as it connects (refused: EACCES with a reason, before
+ * it may send anything). A peer gets a handshake entry only until its
+ * HELLO arrives; honest subscribers send it at once. When all 32
+ * entries hold silent peers, the one silent longest is dropped (REJECT
+ * ETIMEDOUT), so silent or slow peers never delay an honest one; any
+ * silent peer is dropped after 5 s. Connections are accepted at most 64
+ * at once and 4000 a second on average, so connect/close churn cannot
+ * take the data path's time; the rest wait in the listen backlog (128;
+ * beyond it connects fail and crs_sub_open retries within its
+ * handshake_ms). Out of descriptors, the publisher refuses queued peers
+ * with EMFILE and a reason, and accepts again 50 ms later; a control
+ * segment it cannot create is refused the same way, never by a bare
+ * hangup. */
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out);
 
@@ -184,7 +270,14 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 int64_t crs_pub_connect(crs_pub *pub);
 
 /* End epoch `epoch` if it is the current, connected one, with the
- * on_disconnect strategy; a stale epoch is ignored. Returns 0. */
+ * on_disconnect strategy; a stale epoch is ignored. Returns 0.
+ * A subscriber belongs to one epoch: once its epoch has ended (here,
+ * or by crs_pub_complete/crs_pub_error) it never receives a message of
+ * a later epoch, even while it still reads its own, and the ring space
+ * it has not read stays protected until it reads it or leaves. After
+ * NO_EVENT its polls find nothing (0) and its waits time out, until
+ * the publisher closes or dies: then its stream ends with EPIPE. It
+ * keeps its slot until then, or until it cancels or closes. */
 int crs_pub_disconnect(crs_pub *pub, int64_t epoch);
 
 /* The current (or last) epoch; 0 before the first connect. */
@@ -193,7 +286,10 @@ int64_t crs_pub_epoch(const crs_pub *pub);
 /* Messages dropped by the DROP and LATEST overflow strategies. */
 uint64_t crs_pub_dropped(const crs_pub *pub);
 
-/* Reserve len bytes in the ring; *buf points at them. Hot path: no
+/* Reserve len bytes in the ring; *buf points at them, 8-byte aligned
+ * (and only 8: frames are; for 16, claim len + 8 and round *buf up, and
+ * let subscribers round msg.data up alike: both map the ring
+ * page-aligned, so they find the same place). Hot path: no
  * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
  * -EMSGSIZE (len > max_message), -EALREADY (a claim is open),
  * -ENOTCONN (not connected) or -ESHUTDOWN (the epoch has terminated).
@@ -223,7 +319,13 @@ uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers
  * (accepting new ones, noticing departures) meanwhile. timeout_ms < 0
- * waits forever. Returns 0, -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN. */
+ * waits forever. A publisher not connected yet whose autoConnect has
+ * not fired waits for it too (until enough subscribers have arrived and
+ * requested): the blocking way to wait until connected. Returns 0,
+ * -ETIMEDOUT, -EMSGSIZE, -ESHUTDOWN (the epoch terminated: call
+ * crs_pub_connect for the next), -ENOTCONN at once when nothing but
+ * crs_pub_connect can connect the stream (manual connect, after a
+ * disconnect, or autoConnect already used). */
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
@@ -260,7 +362,11 @@ int crs_pub_complete(crs_pub *pub);
 int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
- * (or left). Returns 0 or -ETIMEDOUT. */
+ * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
+ * released (crs_sub_release, the next crs_sub_poll, or the return of its
+ * on_next), read or not; one held or not yet polled is not. A subscriber
+ * that released the last published message is seen at once, even if it
+ * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
 
 /* Close the stream and free the handle. A stream not yet terminated ends
@@ -271,18 +377,28 @@ void crs_pub_close(crs_pub *pub);
 
 /* Subscribe to stream `name`. opts may be NULL. The subscription starts
  * with the next message the publisher publishes (in replay mode: with
- * the oldest retained one). Returns 0, -ENOENT (no such stream, or only
+ * the oldest retained one). With opts->async it returns at once (only
+ * -EINVAL, -ENOMEM), and the errors below end the subscription later;
+ * see struct crs_sub_opts for async and follow. Returns 0, -ENOENT (no such stream, or only
  * the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET (the
  * publisher went away during the handshake), -EACCES/-EPERM (refused),
- * -EUSERS (the publisher has no free slot), -CRS_EVERSION, -EINVAL or
- * another -errno. */
+ * -EUSERS (the publisher has no free slot), -EDQUOT (this process or
+ * uid holds its quota of slots, see max_per_process), -EMFILE (this
+ * process, or the publisher, is out of descriptors), -CRS_EVERSION,
+ * -EINVAL, -ELOOP/-EPERM (unsafe runtime directory) or another -errno.
+ * A refusal's reason, as the publisher words it, is in crs_errmsg(). */
 int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		 crs_sub **out);
 
 /* Next message, without blocking. Hot path: no syscall.
  * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
- * or the next poll, which releases it), 0 (nothing yet), or -CRS_EEND
- * (the stream ended for this subscriber: see crs_sub_end()). A
+ * or the next poll, which releases it), 0 (nothing yet, or still
+ * opening), -CRS_EEND (the stream ended for this subscriber: see
+ * crs_sub_end()), or, with follow, -CRS_EGAP once per new publisher
+ * after the old stream's -CRS_EEND (see struct crs_sub_opts). A
+ * following subscription returns -CRS_EEND once per stream, then 0
+ * until the next publisher is there; one that does not follow returns
+ * -CRS_EEND from then on. A
  * subscriber evicted by the publisher (untethered_ms, or a protocol
  * violation) learns it at its next poll; a view held at that moment may
  * already have been overwritten. */
@@ -298,19 +414,28 @@ void crs_sub_release(crs_sub *sub);
 int crs_sub_request(crs_sub *sub, uint64_t n);
 
 /* Stop receiving and release this subscriber's pressure on the
- * publisher at once. Idempotent. Polls then return -CRS_EEND with
- * code ECANCELED. */
+ * publisher at once. Idempotent. Polls then return -CRS_EEND and
+ * crs_sub_end() reports code ECANCELED (or how the stream had ended
+ * before, if a poll had already found it). Nothing is delivered after a
+ * cancel (Reactive Streams 3.6): crs_sub_dispatch() and a crs_loop make
+ * no further callback, no on_next and no terminal one (not even an end
+ * already seen but not yet delivered), also when the cancel is made
+ * inside on_next. */
 void crs_sub_cancel(crs_sub *sub);
 
 /* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
- * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle. */
+ * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle, also
+ * while an async open or a follow waits for its publisher. */
 int crs_sub_wait(crs_sub *sub, int timeout_ms);
 
 /* Deliver up to max messages (and, at the end, the terminal signal) to
  * the callbacks, without blocking. Returns the number of on_next calls
  * (0: nothing yet), or -CRS_EEND from a call that delivered no message
  * and found the stream ended: that call delivers the terminal signal,
- * exactly once (later calls return -CRS_EEND at once). */
+ * exactly once (later calls return -CRS_EEND at once; with follow, 0
+ * until the next publisher). With follow, -CRS_EGAP from the call that
+ * delivered no message and called on_gap for a new publisher. After
+ * crs_sub_cancel() it calls nothing and returns -CRS_EEND. */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
 
@@ -318,9 +443,18 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 const struct crs_end *crs_sub_end(const crs_sub *sub);
 
 /* Total demand requested so far (CRS_UNBOUNDED if unbounded) and number
- * of messages received. */
+ * of messages received (with follow: over all the streams followed). */
 uint64_t crs_sub_requested(const crs_sub *sub);
 uint64_t crs_sub_received(const crs_sub *sub);
+
+/* The identity of the publisher's stream this subscription reads: a
+ * random 64-bit id its publisher chose at creation, never 0. It stays
+ * the same for every subscriber of that publisher (and across epochs)
+ * and differs when another publisher creates the same name, so that
+ * (stream id, seq) names one message across publisher restarts (the
+ * NATS bridge builds its message ids from it). 0 while an async open
+ * (or a follow) is under way; it changes only at a -CRS_EGAP. */
+uint64_t crs_sub_stream_id(const crs_sub *sub);
 
 /* Cancel if needed, unmap, close, free. */
 void crs_sub_close(crs_sub *sub);
@@ -330,8 +464,11 @@ void crs_sub_close(crs_sub *sub);
 /* One thread waiting on many streams and fds at once. With io_uring (the
  * default where the kernel allows it) a sleeping loop is one
  * io_uring_enter covering every futex word, socket and timeout; without
- * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll.
- * A loop and the handles registered with it are used from one thread. */
+ * it (or with CRS_NO_URING=1) the same API runs on futex_waitv and poll
+ * (engine "poll"), and where futex_waitv is missing too (kernels before
+ * 5.16, strict seccomp profiles) on plain FUTEX_WAIT ("futex"). The same
+ * engines serve crs_sub_wait and crs_pub_wait*. A loop and the handles
+ * registered with it are used from one thread. */
 typedef struct crs_loop crs_loop;
 
 /* Called when a publisher may be able to publish more: a subscriber
@@ -346,12 +483,17 @@ typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
 int crs_loop_new(crs_loop **out);
 /* Frees the loop; registered handles stay open and are the caller's. */
 void crs_loop_free(crs_loop *loop);
-/* "io_uring" or "poll". */
+/* "io_uring", "poll" or "futex". */
 const char *crs_loop_engine(const crs_loop *loop);
 
 /* Deliver sub's messages and its terminal signal to cb (as
- * crs_sub_dispatch does). After the terminal signal the subscription
- * leaves the loop by itself; close it when convenient. 0, -EEXIST, -ENOMEM */
+ * crs_sub_dispatch does). After the terminal signal, or silently after
+ * crs_sub_cancel(), the subscription leaves the loop by itself; close
+ * it when convenient. An async subscription is opened by the loop
+ * without blocking it. A following one stays registered across its
+ * ends (on_gap announces each new publisher) until it stops following:
+ * cancel it or remove it from the loop, never close it from its own
+ * callbacks. 0, -EEXIST, -ENOMEM */
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx);
 /* Serve pub's subscribers (admit, drop) from the loop and call on_ready
@@ -371,8 +513,12 @@ int crs_loop_remove_fd(crs_loop *loop, int fd);
  * timeout_ms passes (< 0: no limit, 0: do not sleep). Returns the number
  * of callbacks made (0 on timeout), -EINTR when a signal handler ran
  * while it slept (look at your flags, then run again), or -errno. The
- * fallback engine wakes every 20 ms while it watches fds (no single
- * classic syscall sleeps on a futex and an fd together). */
+ * fallback engines sleep on every word until something fires when they
+ * can; else in slices, looking at everything between two: every 20 ms
+ * while they watch fds (no classic syscall sleeps on a futex and an fd
+ * together), every 1 ms while more words are armed than one call takes
+ * (128 for futex_waitv, one for FUTEX_WAIT), moving on to the next words
+ * each slice. There is no limit on the number of registrations. */
 int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
@@ -380,9 +526,9 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
  * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
  * io_uring delivers completions as task work, which may cut the outer
  * wait short with EINTR: treat that as a wakeup, too. Between runs the
- * loop stays announced to its peers; a crs_sub_wait or crs_pub_wait on
- * one of its handles withdraws that, so call crs_loop_run(loop, 0) after
- * using those (better: let the loop do all the waiting). */
+ * loop stays announced to its peers, also while you call crs_sub_wait or
+ * crs_pub_wait* on one of its handles. Free the loop (or remove a
+ * handle) before closing a handle registered with it. */
 int crs_loop_fd(crs_loop *loop);
 
 #ifdef __cplusplus

@@ -54,6 +54,7 @@ struct crs_stream_info {
 	int end_code;	    /* for COMPLETED/FAILED: 0 or the error code */
 	char end_message[CRS_ERRMSG_MAX + 1];
 	int64_t sampled_ns; /* CLOCK_MONOTONIC when this was read */
+	uint64_t stream_id; /* as crs_sub_stream_id() */
 };
 
 struct crs_sub_info {
@@ -70,10 +71,12 @@ struct crs_sub_info {
 				 left (lockstep), or a ring's worth unread */
 };
 
-/* Open stream `name` for inspection (the publisher must answer within
- * 2 s). Returns 0, -ENOENT (no such stream), -ECONNREFUSED (a stale
- * stream: its publisher died), -EACCES (another user's), -ETIMEDOUT or
- * -errno. */
+/* Open stream `name` for inspection (the publisher must accept and
+ * answer within 2 s of the first attempt: a stopped publisher with a
+ * full backlog never holds this call longer). Returns 0, -ENOENT (no
+ * such stream), -ECONNREFUSED (a stale stream: its publisher died),
+ * -EACCES (another user's), -ETIMEDOUT or -errno; crs_errmsg() says
+ * more. */
 int crs_inspect_open(const char *name, crs_inspector **out);
 
 /* Take a snapshot. Fills *info and up to max entries of subs (may be

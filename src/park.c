@@ -1,0 +1,59 @@
+/*
+ * park.c - the eventcount protocol of park.h: announce, fence, re-check,
+ * sleep (or nap), withdraw.
+ */
+#include "park.h"
+
+#include "ipc/clock.h"
+#include "ipc/futex.h"
+
+int park_begin(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
+	       int64_t *nap)
+{
+	int how = h->announce(ctx, ws);
+	/* Step 2: orders the announcements just stored before the loads
+	 * of the re-check; pairs with park_waker_fence() in the wakers
+	 * (wake_if_parked in pub.c, sub_publish in sub.c). */
+	crs_fence_full();
+	*nap = 0;
+	/* membarrier() stands in for the fence a registered publisher
+	 * skipped: its last header store is visible to the re-check below,
+	 * or it will see our announcement. */
+	if ((how & PARK_MEMBARRIER) && ipc_membarrier() != 0)
+		*nap = PARK_FIRST_NAP_NS;
+	if (how & PARK_NAP)
+		*nap = PARK_FIRST_NAP_NS;
+	return h->has_work(ctx);
+}
+
+void park_end(const struct park_hooks *h, void *ctx)
+{
+	h->withdraw(ctx);
+}
+
+int park_wait(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
+	      int64_t deadline, uint64_t *fired, int max)
+{
+	int64_t step = 0; /* the current nap, 0 while none is needed */
+	for (;;) {
+		int64_t nap;
+		if (park_begin(h, ctx, ws, &nap)) {
+			park_end(h, ctx);
+			return 0;
+		}
+		int64_t until = deadline;
+		if (nap) {
+			step = !step ? nap
+			       : step < PARK_MAX_NAP_NS / 2 ? step * 2
+							    : PARK_MAX_NAP_NS;
+			int64_t t = ipc_now_ns() + step;
+			until = t < deadline ? t : deadline;
+		}
+		int n = ipc_waitset_wait(ws, until, fired, max);
+		park_end(h, ctx);
+		if (n != 0 || until == deadline)
+			return n;
+		/* A nap ended with nothing fired: the whole protocol again,
+		 * so that a wait that failed to arm is retried. */
+	}
+}

@@ -1,0 +1,256 @@
+/*
+ * test_park.c - the wakeup protocol (src/park.h) itself: a wait that
+ * cannot be armed still sees the change it waits for (bounded naps, no
+ * missed wakeup); announcements nest, so a blocking wait on a handle that
+ * a loop also holds leaves the loop's announcement standing (subscriber
+ * and publisher side, in separate processes).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "src/park.h"
+#include "util.h"
+
+/* ---- a wait that cannot be armed --------------------------------------- */
+
+struct flag_waiter {
+	_Atomic uint32_t *word; /* shared with the child that sets it */
+	int announced;
+};
+
+static int flag_announce(void *ctx, struct ipc_waitset *ws)
+{
+	struct flag_waiter *w = ctx;
+	w->announced++;
+	/* Key UINT32_MAX is out of the waitset's range: the arm fails for
+	 * real, as it would on ENOMEM or a full submission queue. */
+	int err = ipc_waitset_futex(ws, UINT32_MAX, (const void *)w->word, 0);
+	return err ? PARK_NAP : 0;
+}
+
+static int flag_has_work(void *ctx)
+{
+	struct flag_waiter *w = ctx;
+	return atomic_load(w->word) != 0;
+}
+
+static void flag_withdraw(void *ctx)
+{
+	((struct flag_waiter *)ctx)->announced--;
+}
+
+static const struct park_hooks flag_hooks = { flag_announce, flag_has_work,
+					       flag_withdraw };
+
+static int set_flag_later(void *arg, int chan)
+{
+	(void)chan;
+	tu_sleep_ms(100);
+	atomic_store((_Atomic uint32_t *)arg, 1); /* and no futex wake */
+	return 0;
+}
+
+static void failed_arm(int no_uring)
+{
+	_Atomic uint32_t *word = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(word != MAP_FAILED);
+	atomic_store(word, 0);
+	if (no_uring)
+		setenv("CRS_NO_URING", "1", 1);
+	struct ipc_waitset *ws;
+	assert_int_equal(ipc_waitset_new(&ws), 0);
+	unsetenv("CRS_NO_URING");
+	struct flag_waiter w = { .word = word };
+	pid_t pid = tu_spawn(set_flag_later, (void *)word, NULL, 30);
+	uint64_t fired[4];
+	/* No deadline: only the naps can bring the change to our notice
+	 * (the test's timeout catches a wait that never returns). */
+	int n;
+	do /* -EINTR: SIGCHLD, or a debugger */
+		n = park_wait(&flag_hooks, &w, ws, INT64_MAX, fired, 4);
+	while ((n == 0 || n == -EINTR) && !atomic_load(word));
+	assert_true(n == 0 || n == -EINTR);
+	assert_int_equal(atomic_load(word), 1);
+	assert_int_equal(w.announced, 0); /* every announce withdrawn */
+	assert_int_equal(tu_wait_child(pid, 10000), 0);
+	ipc_waitset_free(ws);
+	munmap((void *)word, 4096);
+}
+
+static void test_failed_arm(void **state)
+{
+	(void)state;
+	failed_arm(0);
+}
+
+static void test_failed_arm_poll(void **state)
+{
+	(void)state;
+	failed_arm(1);
+}
+
+/* ---- nested announcements ---------------------------------------------- */
+
+/* Wait until fd polls readable (10 s at most; EINTR counts: io_uring
+ * posts completions as task work). 1 if it did. */
+static int fd_fires(int fd)
+{
+	int64_t deadline = tu_now_ms() + 10000;
+	while (tu_now_ms() < deadline) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, 1000);
+		if (r == 1 || (r < 0 && errno == EINTR))
+			return 1;
+	}
+	return 0;
+}
+
+static void count_next(void *ctx, const struct crs_msg *m)
+{
+	(void)m;
+	++*(int *)ctx;
+}
+
+/* Publisher child: one subscriber, then one message per "go". */
+static int publisher(void *arg, int chan)
+{
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(arg, NULL, &pub), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	CHECK_EQ(crs_pub_wait_subscribers(pub, 1, 20000), 0);
+	for (uint64_t seq = 0;; seq++) {
+		uint64_t tag;
+		if (tu_recv(chan, &tag, NULL, 20000) || tag != 2)
+			break;
+		CHECK_EQ(tu_pub_send(pub, seq, 32, 20000), 0);
+	}
+	crs_pub_close(pub);
+	return 0;
+}
+
+static void test_nested_sub(void **state)
+{
+	(void)state;
+	char name[64];
+	int chan, got = 0;
+	tu_name(name, sizeof(name), "nest-sub");
+	pid_t pid = tu_spawn(publisher, name, &chan, 60);
+	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
+	crs_loop *loop;
+	assert_int_equal(crs_loop_new(&loop), 0);
+	if (strcmp(crs_loop_engine(loop), "io_uring") != 0) {
+		crs_loop_free(loop);
+		tu_kill(pid);
+		skip();
+	}
+	crs_sub *sub;
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 10000;
+	o.spin_us = -1;
+	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
+	struct crs_sub_callbacks cb = { .on_next = count_next };
+	assert_int_equal(crs_loop_add_sub(loop, sub, &cb, &got), 0);
+	int fd = crs_loop_fd(loop);
+	assert_true(fd >= 0);
+	for (int round = 1; round <= 3; round++) {
+		assert_true(crs_loop_run(loop, 0) >= 0); /* announced again */
+		/* A blocking wait of our own on the same handle: it must
+		 * leave the loop's announcement standing. */
+		assert_int_equal(crs_sub_wait(sub, 20), -ETIMEDOUT);
+		assert_int_equal(tu_send(chan, 2, 0), 0);
+		assert_true(fd_fires(fd));
+		int64_t deadline = tu_now_ms() + 10000;
+		while (got < round && tu_now_ms() < deadline)
+			assert_true(crs_loop_run(loop, 100) >= 0);
+		assert_int_equal(got, round);
+	}
+	crs_loop_free(loop); /* before the handle it still holds */
+	crs_sub_close(sub);
+	close(chan);
+	assert_int_equal(tu_wait_child(pid, 10000), 0);
+}
+
+/* Subscriber child: subscribe with no demand, then request one message
+ * per "go". */
+static int requester(void *arg, int chan)
+{
+	crs_sub *sub;
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 10000;
+	o.prefetch = 0;
+	CHECK_EQ(crs_sub_open(arg, &o, &sub), 0);
+	for (;;) {
+		uint64_t tag;
+		if (tu_recv(chan, &tag, NULL, 20000) || tag != 2)
+			break;
+		CHECK_EQ(crs_sub_request(sub, 1), 0);
+	}
+	crs_sub_close(sub);
+	return 0;
+}
+
+static void count_ready(void *ctx, crs_pub *pub)
+{
+	(void)pub;
+	++*(int *)ctx;
+}
+
+static void test_nested_pub(void **state)
+{
+	(void)state;
+	char name[64];
+	int chan, ready = 0;
+	tu_name(name, sizeof(name), "nest-pub");
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
+	crs_loop *loop;
+	assert_int_equal(crs_loop_new(&loop), 0);
+	if (strcmp(crs_loop_engine(loop), "io_uring") != 0) {
+		crs_loop_free(loop);
+		crs_pub_close(pub);
+		skip();
+	}
+	pid_t pid = tu_spawn(requester, name, &chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(crs_loop_add_pub(loop, pub, count_ready, &ready), 0);
+	int fd = crs_loop_fd(loop);
+	assert_true(fd >= 0);
+	for (int round = 1; round <= 3; round++) {
+		while (crs_loop_run(loop, 0) > 0) /* on_ready of the last */
+			;
+		int seen = ready;
+		/* A blocking wait of our own on the same handle. */
+		assert_int_equal(crs_pub_wait_subscribers(pub, 2, 20),
+				 -ETIMEDOUT);
+		assert_int_equal(tu_send(chan, 2, 0), 0);
+		assert_true(fd_fires(fd));
+		int64_t deadline = tu_now_ms() + 10000;
+		while (ready == seen && tu_now_ms() < deadline)
+			assert_true(crs_loop_run(loop, 100) >= 0);
+		assert_true(ready > seen);
+		assert_int_equal(crs_pub_demand(pub), (uint64_t)round);
+	}
+	close(chan);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	crs_loop_free(loop);
+	crs_pub_close(pub);
+}
+
+int main(void)
+{
+	tu_init();
+	const struct CMUnitTest tests[] = {
+		TU_TEST(test_failed_arm),
+		TU_TEST(test_failed_arm_poll),
+		TU_TEST(test_nested_sub),
+		TU_TEST(test_nested_pub),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
