@@ -285,7 +285,7 @@ static int pub_init(py_pub *self, PyObject *args, PyObject *kw)
 	r = crs_pub_create(name, &o, &pub);
 	Py_END_ALLOW_THREADS
 	if (r < 0) {
-		py_raise(r);
+		py_raise_detail(r);
 		return -1;
 	}
 	self->pub = pub;

@@ -239,7 +239,7 @@ static int sub_init(py_sub *self, PyObject *args, PyObject *kw)
 			r = -ENOENT;
 	}
 	if (r < 0) {
-		py_raise(r);
+		py_raise_detail(r);
 		return -1;
 	}
 	self->sub = o.sub;
