@@ -60,7 +60,7 @@ static PyMethodDef mod_methods[] = {
 	 "C reference publish loop for the benchmark."},
 	{"_bench_consume", py_bench_consume, METH_VARARGS,
 	 "C reference consume loop for the benchmark."},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
