@@ -138,7 +138,8 @@ def main():
     os.environ.setdefault("CRS_DIR", tempfile.mkdtemp(prefix="crs-cost-"))
     res = {}
     with crs.Publisher("cost", ring_bytes=1 << 21) as pub:
-        sub = open_sub(pub, "cost", prefetch=2 * N)
+        sub = open_sub(pub, "cost", prefetch=0)
+        sub.request(crs.UNBOUNDED)
         res["extension_poll"] = best(pub, lambda: drain_extension(sub))
         res["extension_poll_many"] = best(pub, lambda: drain_poll_many(sub))
         sub.close()
