@@ -113,9 +113,10 @@ int report_plots(const struct config *cfg, const struct results *res)
 			fprintf(d, "\n");
 		}
 		fclose(d);
-		static const char *what[3] = { "GB/s", "million messages/s",
-					       "CPU ns per message (both "
-					       "processes)" };
+		static const char *what[3] = {
+			"GB/s", "million messages/s",
+			"CPU ns per message (both processes)"
+		};
 		static const char *file[3] = { "throughput-gbps.png",
 					       "throughput-msgs.png",
 					       "throughput-cpu.png" };
