@@ -25,11 +25,11 @@ from typing import List, Optional
 
 from . import _crs
 from ._crs import (  # noqa: F401
-    EBASE, EEND, ELAST, ENODEMAND, ENOROOM, EPROTO, EVERSION, NAME_MAX,
+    EBASE, EEND, EGAP, ELAST, ENODEMAND, ENOROOM, EPROTO, EVERSION, NAME_MAX,
     ERRMSG_MAX, UNBOUNDED, Claim, Message, name_check, runtime_dir, strerror,
 )
 from ._errors import (  # noqa: F401
-    EndedError, Error, NoDemandError, NoRoomError, ProtocolError,
+    EndedError, Error, GapError, NoDemandError, NoRoomError, ProtocolError,
     StaleMessageError, StreamError, VersionError,
 )
 
@@ -217,6 +217,6 @@ __all__ = [
     "Publisher", "Subscriber", "Message", "Claim", "Mode", "Overflow",
     "Disconnect", "StreamInfo", "SubscriberInfo", "stream", "streams",
     "Error", "NoDemandError", "NoRoomError", "EndedError", "ProtocolError",
-    "VersionError", "StreamError", "StaleMessageError", "UNBOUNDED",
+    "VersionError", "GapError", "StreamError", "StaleMessageError", "UNBOUNDED",
     "strerror", "runtime_dir", "name_check",
 ]

@@ -6,16 +6,18 @@ from typing import List, Optional
 from . import _crs
 from ._crs import (EBASE as EBASE, EEND as EEND, ELAST as ELAST,
                    ENODEMAND as ENODEMAND, ENOROOM as ENOROOM,
-                   EPROTO as EPROTO, EVERSION as EVERSION,
+                   EPROTO as EPROTO, EVERSION as EVERSION, EGAP as EGAP,
                    ERRMSG_MAX as ERRMSG_MAX, NAME_MAX as NAME_MAX,
                    UNBOUNDED as UNBOUNDED, Claim as Claim, Message as Message,
                    name_check as name_check, runtime_dir as runtime_dir,
                    strerror as strerror)
 from ._errors import (EndedError as EndedError, Error as Error,
+                      GapError as GapError,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,
-                      StreamError as StreamError, VersionError as VersionError)
+                      StreamError as StreamError, VersionError as VersionError,
+                      GapError as GapError)
 
 __version__: str
 

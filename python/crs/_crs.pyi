@@ -2,10 +2,12 @@
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._errors import (EndedError as EndedError, Error as Error,
+                      GapError as GapError,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,
-                      StreamError as StreamError, VersionError as VersionError)
+                      StreamError as StreamError, VersionError as VersionError,
+                      GapError as GapError)
 
 _Buffer = Union[bytes, bytearray, memoryview, Any]
 
@@ -18,6 +20,7 @@ ENOROOM: int
 EEND: int
 EPROTO: int
 EVERSION: int
+EGAP: int
 ELAST: int
 VERSION_MAJOR: int
 VERSION_MINOR: int

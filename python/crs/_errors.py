@@ -33,6 +33,12 @@ class VersionError(Error):
     """CRS_EVERSION: a peer speaks another layout or handshake version."""
 
 
+class GapError(Error):
+    """CRS_EGAP: a followed stream's name was taken by a new publisher;
+    messages between the old stream's end and the new one's first may
+    be missing."""
+
+
 class StreamError(OSError):
     """The stream ended with an error (the terminal signal on_error).
 
