@@ -477,11 +477,13 @@ void pub_wake_all(struct crs_pub *pub)
 }
 
 /* Subscriber k of the active list announced that it sleeps on the
- * current signal: is a wake due? Not if its park word made us wake
- * before and it has consumed nothing since. An honest subscriber that
- * was woken consumes (and publishes that, at its release or in
- * sub_idle, before it parks again) or has nothing it may read (no
- * demand, its epoch ended): then only its own request (after which it
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
  * looks again itself) or a terminal signal (which wakes everyone
  * unconditionally) can give it work. A park word rewritten at every
  * commit by a hostile peer thus costs one wake, not one per commit. */
@@ -491,9 +493,10 @@ static int wake_due(struct crs_pub *pub, int k)
 	/* Orders the load of the park word before the load of consumed:
 	 * pairs with the full fence in sub_publish(), which comes after
 	 * its store of consumed and before a later announcement. */
-	atomic_thread_fence(memory_order_acquire);
+	crs_fence_acquire();
 	uint64_t cons = crs_load_relaxed(&s->ctl->consumed);
-	if (s->woke_gen == pub->slot_gen && s->woke_consumed == cons)
+	if (cons >= pub->pos ||
+	    (s->woke_gen == pub->slot_gen && s->woke_consumed == cons))
 		return 0;
 	s->woke_gen = pub->slot_gen;
 	s->woke_consumed = cons;
