@@ -37,7 +37,7 @@ BATCH = 1024
 
 
 def ring_for(size):
-    return max(1 << 20, 8 * size)  # max_message is a quarter of the ring
+    return max(4 << 20, 8 * size)  # max_message is a quarter of the ring
 
 
 def python_publish(pub, impl, size, count):
