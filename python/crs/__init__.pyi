@@ -12,6 +12,7 @@ from ._crs import (EBASE as EBASE, EEND as EEND, ELAST as ELAST,
                    name_check as name_check, runtime_dir as runtime_dir,
                    strerror as strerror)
 from ._errors import (EndedError as EndedError, Error as Error,
+                      GapError as GapError,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,

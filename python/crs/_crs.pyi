@@ -2,6 +2,7 @@
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._errors import (EndedError as EndedError, Error as Error,
+                      GapError as GapError,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,

@@ -21,6 +21,8 @@ int py_errors_init(PyObject *module)
 		[CRS_EVERSION - CRS_EBASE] = "VersionError",
 		[CRS_EGAP - CRS_EBASE] = "GapError",
 	};
+	/* A new code in crs.h needs its class here and in crs/_errors.py. */
+	_Static_assert(CRS_ELAST - CRS_EBASE == 7, "a crs code without a class");
 	PyObject *mod = PyImport_ImportModule("crs._errors");
 	if (!mod)
 		return -1;
