@@ -162,6 +162,7 @@ class SubscriberInfo:
     requested: int      # total demand, UNBOUNDED if unbounded
     outstanding: int    # demand not yet met
     consumed: int       # the next sequence number it will read
+    joined: int         # sequence number of its first message
     lag_messages: int   # published but not yet consumed
     lag_bytes: int
     wakeups: int
