@@ -114,6 +114,18 @@ static int entry_new(struct crs_loop *loop)
 	return loop->n++;
 }
 
+static void announce_for_fd(struct crs_loop *loop);
+
+/* A registration added between runs while the caller sleeps on
+ * crs_loop_fd(): announce it now, or nothing would wake that fd for it
+ * (within a run, the run's end announces it). */
+static int added(struct crs_loop *loop)
+{
+	if (loop->fd_mode && !loop->running)
+		announce_for_fd(loop);
+	return 0;
+}
+
 static int find(const struct crs_loop *loop, int kind, const void *h, int fd)
 {
 	for (int i = 0; i < loop->n; i++) {
@@ -138,7 +150,7 @@ int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 	loop->e[i] = (struct loop_entry){
 		.kind = L_SUB, .ctx = ctx, .sub = sub, .cb = *cb
 	};
-	return 0;
+	return added(loop);
 }
 
 int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
@@ -156,7 +168,7 @@ int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
 					  .announce = 1,
 					  .serve = 1,
 					  .armed_gen = UINT32_MAX };
-	return 0;
+	return added(loop);
 }
 
 int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
@@ -170,7 +182,7 @@ int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
 	loop->e[i] = (struct loop_entry){
 		.kind = L_FD, .ctx = ctx, .fd = fd, .events = events, .fd_cb = cb
 	};
-	return 0;
+	return added(loop);
 }
 
 static int remove_at(struct crs_loop *loop, int i)
