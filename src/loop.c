@@ -39,6 +39,7 @@ struct loop_entry {
 	/* L_SUB */
 	crs_sub *sub;
 	struct crs_sub_callbacks cb;
+	uint32_t sub_gen; /* its stream_gen when its waits were armed */
 	/* L_PUB */
 	crs_pub *pub;
 	crs_pub_ready_fn on_ready;
@@ -321,9 +322,10 @@ static int loop_announce(void *ctx, struct ipc_waitset *ws)
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
 		uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
-		if (e->kind == L_SUB)
+		if (e->kind == L_SUB) {
+			e->sub_gen = e->sub->stream_gen;
 			how |= sub_announce(e->sub, ws, base);
-		else if (e->kind == L_PUB)
+		} else if (e->kind == L_PUB)
 			how |= pub_announce(e->pub, ws, base, e->seen_progress,
 					    &e->armed_gen);
 		else if (e->kind == L_FD &&
@@ -354,7 +356,10 @@ static int have_work(void *ctx)
 	struct crs_loop *loop = ctx;
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
-		if ((e->kind == L_SUB && sub_has_work(e->sub)) ||
+		/* A subscription that left its stream here (following)
+		 * must not be slept on: its words are unmapped. */
+		if ((e->kind == L_SUB && (sub_has_work(e->sub) ||
+					  e->sub_gen != e->sub->stream_gen)) ||
 		    (e->kind == L_PUB && (e->serve || pub_changed(e))) ||
 		    (e->kind == L_FD && e->revents))
 			return 1;
@@ -383,12 +388,17 @@ static void note_fired(struct crs_loop *loop, int n)
 }
 
 /* Subscribers of a registered publisher changed since its waits were
- * armed (outside the loop, too): their words may be unmapped. Disarm
- * them before anything waits or looks at armed words. */
+ * armed (outside the loop, too), or a subscription left its stream: the
+ * words may be unmapped. Disarm them before anything waits or looks at
+ * armed words. */
 static void forget_stale(struct crs_loop *loop)
 {
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_SUB && e->sub_gen != e->sub->stream_gen) {
+			entry_forget(loop, i);
+			e->sub_gen = e->sub->stream_gen;
+		}
 		if (e->kind == L_PUB && e->armed_gen != e->pub->slot_gen) {
 			pub_forget_slots(loop->ws, (uint64_t)i * KEYS_PER_ENTRY);
 			e->armed_gen = UINT32_MAX;
