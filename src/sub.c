@@ -645,8 +645,10 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 	}
 	if (sub->gap_pending)
 		return -CRS_EGAP;
-	if (!sub->ended)
-		return sub_next(sub, len); /* opened: read */
+	if (!sub->ended) {
+		sub->cold = 0; /* opened: read */
+		return sub_next(sub, len);
+	}
 	if (!sub->follow || !sub->end_delivered)
 		return -CRS_EEND;
 	/* A new publisher can take the name only once the old one has

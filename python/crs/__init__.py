@@ -217,6 +217,6 @@ __all__ = [
     "Publisher", "Subscriber", "Message", "Claim", "Mode", "Overflow",
     "Disconnect", "StreamInfo", "SubscriberInfo", "stream", "streams",
     "Error", "NoDemandError", "NoRoomError", "EndedError", "ProtocolError",
-    "VersionError", "StreamError", "StaleMessageError", "UNBOUNDED",
+    "VersionError", "GapError", "StreamError", "StaleMessageError", "UNBOUNDED",
     "strerror", "runtime_dir", "name_check",
 ]

@@ -26,7 +26,7 @@ PyObject *py_stream_names(PyObject *mod, PyObject *unused)
 			cap = n;
 			continue;
 		}
-		PyObject *list = n < 0 ? py_raise(n) : PyList_New(0);
+		PyObject *list = n < 0 ? py_raise_detail(n) : PyList_New(0);
 		for (int i = 0; list && i < n; i++) {
 			PyObject *s = PyUnicode_DecodeFSDefault(names[i]);
 			if (!s || PyList_Append(list, s) < 0)
@@ -104,7 +104,7 @@ PyObject *py_inspect(PyObject *mod, PyObject *arg)
 	r = crs_inspect_open(name, &in);
 	Py_END_ALLOW_THREADS
 	if (r < 0)
-		return py_raise(r);
+		return py_raise_detail(r);
 	struct crs_stream_info info;
 	struct crs_sub_info subs[MAX_SUBS];
 	int n = crs_inspect_read(in, &info, subs, MAX_SUBS);
