@@ -520,14 +520,19 @@ void sub_hangup(struct crs_sub *sub)
 }
 
 /* crs_sub_wait's hooks: park.h over this one subscription. */
-static int wait_announce(void *sub, struct ipc_waitset *ws)
+static int wait_announce(void *ctx, struct ipc_waitset *ws)
 {
+	struct crs_sub *sub = ctx;
+	sub->wait_gen = sub->stream_gen;
 	return sub_announce(sub, ws, 0);
 }
 
-static int wait_has_work(void *sub)
+/* The re-check may leave the stream (following): then what was armed
+ * is gone, so look again instead of sleeping on it. */
+static int wait_has_work(void *ctx)
 {
-	return sub_has_work(sub);
+	struct crs_sub *sub = ctx;
+	return sub_has_work(sub) || sub->wait_gen != sub->stream_gen;
 }
 
 static void wait_withdraw(void *sub)
@@ -640,8 +645,10 @@ uint64_t crs_sub_stream_id(const crs_sub *sub)
 
 static void sub_stop_opening(struct crs_sub *sub)
 {
-	if (sub->opening)
+	if (sub->opening) {
 		crs_opener_stop(&sub->op);
+		sub->stream_gen++; /* its fds are closed */
+	}
 	sub->opening = 0;
 }
 
@@ -714,6 +721,7 @@ static void sub_follow(struct crs_sub *sub)
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
 	crs_detach(&sub->at);
+	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;
 	sub->ctl = NULL;
 	sub->ring = NULL;
