@@ -39,6 +39,7 @@
 #define MAX_FILTER 32
 #define WATCHDOG_NS (120LL * 1000000000LL) /* a stuck measurement fails */
 #define CLEAN_CPUS 1.5 /* a probe that got fewer CPUs marks a bad state */
+#define CLEAN_RTT_NS 1000.0 /* and so does a slower cache-line round trip */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -420,6 +421,7 @@ int tp_run(const struct config *cfg, struct results *res);
 int fan_run(const struct config *cfg, struct results *res);
 int lat_run(const struct config *cfg, struct results *res);
 void lat_list(FILE *f);
+int lat_known(const char *name); /* a latency scenario's name */
 int wake_run(const struct config *cfg, struct results *res);
 int catchup_run(const struct config *cfg, struct results *res);
 
@@ -468,7 +470,7 @@ extern const int n_base_tp_scns;
 /* ---- summaries shared by the outputs (summary.c) -------------------------
  * A round of a spinning scenario is clean when the probes before and
  * after it both got at least CLEAN_CPUS CPUs and both saw the fast
- * cache-line state (round trip at most twice the run's quickest probe);
+ * cache-line state (round trip under CLEAN_RTT_NS);
  * every successful round of a blocking scenario is clean. Cell figures
  * come from clean rounds when the cell has any (tp_auto), else from all
  * rounds. Ratios are medians of per-round ratios, over rounds where both
@@ -516,7 +518,9 @@ struct target {
 	char what[160];
 	double value, goal;
 	int higher_better; /* 1: value >= goal; 0: value <= goal */
-	int known;
+	int measured;	   /* both sides ran */
+	int rounds;	   /* clean rounds the value comes from */
+	int known;	   /* measured, with clean rounds: a verdict */
 };
 int targets(const struct config *cfg, const struct results *res,
 	    struct target *t, int max);

@@ -70,7 +70,26 @@ static void usage(FILE *f)
 		"10000)\n"
 		"  --pin               senders on CPU 0, receivers on CPU 1\n"
 		"  --verbose           one line per measurement on stderr\n"
-		"  --list              list the scenarios\n");
+		"  --list              list the scenarios\n"
+		"  -h, --help          show this help\n"
+		"Exit status: 0 done, 1 a transfer failed, 2 usage error.\n");
+}
+
+/* Whether --scenario NAME names one (see --list). */
+static int scenario_known(const char *name)
+{
+	static const char *const others[] = { "all", "crs-uring", "crs-poll",
+					      "raw-futex", "catchup", NULL };
+	for (int i = 0; others[i]; i++)
+		if (!strcmp(name, others[i]))
+			return 1;
+	for (int i = 0; i < n_crs_tp_scns; i++)
+		if (!strcmp(name, crs_tp_scns[i].name))
+			return 1;
+	for (int i = 0; i < n_base_tp_scns; i++)
+		if (!strcmp(name, base_tp_scns[i].name))
+			return 1;
+	return lat_known(name);
 }
 
 static int parse_list(const char *arg, size_t *out, int *n, int max,
@@ -183,7 +202,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	};
 	int ch, idle = -1;
 	size_t tmp[MAX_SIZES];
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'j': c->json = 1; break;
 		case 'q': c->quick = 1; break;
@@ -214,8 +234,17 @@ static int parse_args(int argc, char **argv, struct config *c)
 			break;
 		}
 		case 'S':
-			if (c->nonly == MAX_FILTER)
+			if (c->nonly == MAX_FILTER) {
+				fprintf(stderr, "crs-bench: --scenario: at most "
+						"%d\n", MAX_FILTER);
 				return -1;
+			}
+			if (!scenario_known(optarg)) {
+				fprintf(stderr, "crs-bench: --scenario: no "
+						"scenario '%s' (--list names "
+						"them)\n", optarg);
+				return -1;
+			}
 			c->only[c->nonly++] = optarg;
 			break;
 		case 'r':
@@ -312,11 +341,25 @@ static int parse_args(int argc, char **argv, struct config *c)
 			       "against memory read bandwidth");
 			exit(0);
 		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
+		case '?':
+			if (optopt)
+				fprintf(stderr, "crs-bench: unknown option "
+						"-%c\n", optopt);
+			else
+				fprintf(stderr, "crs-bench: unknown option "
+						"%s\n", argv[optind - 1]);
+			fprintf(stderr, "Try 'crs-bench -h' for help.\n");
+			return -1;
+		default:
+			fprintf(stderr, "crs-bench: %s needs an argument\n",
+				argv[optind - 1]);
+			return -1;
 		}
 	}
 	if (optind < argc) {
-		usage(stderr);
+		fprintf(stderr, "crs-bench: unexpected argument '%s'\n"
+				"Try 'crs-bench -h' for help.\n",
+			argv[optind]);
 		return -1;
 	}
 	c->idle_pause = idle >= 0 ? (uint32_t)idle : 64;
@@ -328,11 +371,17 @@ static int parse_args(int argc, char **argv, struct config *c)
 			return -1;
 		}
 	for (int i = 0; i < c->nfan_sizes; i++)
-		if (c->fan_sizes[i] > c->ring_bytes / 4)
+		if (c->fan_sizes[i] > c->ring_bytes / 4) {
+			fprintf(stderr, "fan-out size %zu exceeds ring/4; raise "
+					"--ring\n", c->fan_sizes[i]);
 			return -1;
+		}
 	for (int i = 0; i < c->nlat_sizes; i++)
-		if (c->lat_sizes[i] > c->ring_bytes / 4)
+		if (c->lat_sizes[i] > c->ring_bytes / 4) {
+			fprintf(stderr, "ping-pong size %zu exceeds ring/4; "
+					"raise --ring\n", c->lat_sizes[i]);
 			return -1;
+		}
 	return 0;
 }
 

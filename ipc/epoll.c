@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 int ipc_epoll_new(void)
 {
@@ -38,4 +40,27 @@ int ipc_epoll_ready(int ep, struct ipc_event *ev, int max, int timeout_ms)
 		ev[i].events = e[i].events;
 	}
 	return n;
+}
+
+int ipc_timer_new(void)
+{
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int ipc_timer_at(int fd, int64_t when_ns)
+{
+	if (when_ns <= 0)
+		when_ns = 1; /* 0 would disarm it */
+	struct itimerspec t = { .it_value = { when_ns / 1000000000,
+					      when_ns % 1000000000 } };
+	return timerfd_settime(fd, TFD_TIMER_ABSTIME, &t, NULL) < 0 ? -errno
+								     : 0;
+}
+
+void ipc_timer_ack(int fd)
+{
+	uint64_t n;
+	if (read(fd, &n, sizeof(n)) < 0)
+		return; /* not fired yet (EAGAIN): nothing to consume */
 }

@@ -21,4 +21,12 @@ void ipc_epoll_del(int ep, int fd);
  * the count or -errno. */
 int ipc_epoll_ready(int ep, struct ipc_event *ev, int max, int timeout_ms);
 
+/* A one-shot CLOCK_MONOTONIC timer fd (non-blocking), to put in a set
+ * when work must resume at a given time. */
+int ipc_timer_new(void);
+/* Fire once at when_ns (ipc_now_ns() time). 0 or -errno. */
+int ipc_timer_at(int fd, int64_t when_ns);
+/* Consume a firing. */
+void ipc_timer_ack(int fd);
+
 #endif

@@ -2,51 +2,124 @@
  * rundir.c - runtime directory and owner locks. The lock is an flock on a
  * file beside the socket: the kernel drops it when its owner dies, so a
  * publisher that finds the lock free knows the previous owner is gone.
+ * The holder writes its pid into the file, so a clash can name it.
  */
 #include "rundir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <dirent.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ipc_rundir(char *buf, size_t size, int create)
+static int rundir_path(struct ipc_rundir *d)
 {
 	const char *env = getenv("CRS_DIR");
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 	int n;
-	if (env && *env)
-		n = snprintf(buf, size, "%s", env);
-	else if (xdg && *xdg)
-		n = snprintf(buf, size, "%s/crs", xdg);
-	else
-		n = snprintf(buf, size, "/tmp/crs-%u", (unsigned)getuid());
-	if (n < 0 || (size_t)n >= size)
+	if (env && *env) {
+		d->source = "CRS_DIR";
+		n = snprintf(d->path, sizeof(d->path), "%s", env);
+	} else if (xdg && *xdg) {
+		d->source = "XDG_RUNTIME_DIR";
+		n = snprintf(d->path, sizeof(d->path), "%s/crs", xdg);
+	} else {
+		n = snprintf(d->path, sizeof(d->path), "/tmp/crs-%u",
+			     (unsigned)getuid());
+	}
+	if (n < 0 || (size_t)n >= sizeof(d->path)) {
+		d->why = "its path is longer than 255 bytes";
 		return -ENAMETOOLONG;
-	if (create && mkdir(buf, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	struct stat st;
-	if (stat(buf, &st) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode))
-		return -ENOTDIR;
-	/* Anyone else who can write here could swap our sockets. */
-	if ((st.st_uid != getuid() && st.st_uid != 0) || (st.st_mode & 0022))
-		return -EPERM;
-	return n;
+	}
+	return 0;
 }
 
-int ipc_lock_take(const char *path)
+/* Say why open(O_NOFOLLOW | O_DIRECTORY) failed, from what is there. */
+static int refused(struct ipc_rundir *d, int err)
+{
+	if (lstat(d->path, &d->st) == 0) {
+		d->have_st = 1;
+		if (S_ISLNK(d->st.st_mode)) {
+			d->why = "it is a symbolic link (whoever owns the link "
+				 "could re-point it)";
+			return -ELOOP;
+		}
+		if (!S_ISDIR(d->st.st_mode)) {
+			d->why = "it is not a directory";
+			return -ENOTDIR;
+		}
+	}
+	return err;
+}
+
+int ipc_rundir_open(struct ipc_rundir *d, int create)
+{
+	memset(d, 0, sizeof(*d));
+	d->fd = -1;
+	int err = rundir_path(d);
+	if (err)
+		return err;
+	if (create && mkdir(d->path, 0700) < 0 && errno != EEXIST) {
+		err = -errno;
+		d->why = "it cannot be created";
+		return err;
+	}
+	int fd = open(d->path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return refused(d, -errno);
+	/* From here on only the descriptor counts: the path may change. */
+	if (fstat(fd, &d->st) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	d->have_st = 1;
+	/* Anyone else who can write here could swap our sockets. */
+	if (d->st.st_uid != getuid() && d->st.st_uid != 0)
+		d->why = "it belongs to another user";
+	else if (d->st.st_mode & 0022)
+		d->why = "others may write to it";
+	if (d->why) {
+		close(fd);
+		return -EPERM;
+	}
+	d->fd = fd;
+	return 0;
+}
+
+void ipc_rundir_close(struct ipc_rundir *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}
+
+static void write_pid(int fd)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)n, 0) == n)
+		return; /* best effort: the pid only improves a message */
+}
+
+int ipc_lock_take(int dirfd, const char *leaf)
 {
 	for (;;) {
-		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		int fd = openat(dirfd, leaf,
+				O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+					O_CLOEXEC,
+				0600);
 		if (fd < 0)
 			return -errno;
+		struct stat held, now;
+		if (fstat(fd, &held) < 0 || !S_ISREG(held.st_mode)) {
+			close(fd);
+			return -EPERM; /* a fifo or device planted here */
+		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int err = errno == EWOULDBLOCK ? -EEXIST : -errno;
 			close(fd);
@@ -54,12 +127,30 @@ int ipc_lock_take(const char *path)
 		}
 		/* The previous owner may have unlinked the file between our
 		 * open and our lock; then our lock guards nothing: retry. */
-		struct stat held, now;
-		if (fstat(fd, &held) == 0 && stat(path, &now) == 0 &&
-		    held.st_ino == now.st_ino && held.st_dev == now.st_dev)
+		if (fstatat(dirfd, leaf, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+			write_pid(fd);
 			return fd;
+		}
 		close(fd);
 	}
+}
+
+int ipc_lock_owner(int dirfd, const char *leaf)
+{
+	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+					     O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[16];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *end;
+	long pid = strtol(buf, &end, 10);
+	return pid > 0 && pid < (1L << 22) && *end == '\n' ? (int)pid : 0;
 }
 
 static int name_cmp(const void *a, const void *b, void *size)
@@ -68,12 +159,19 @@ static int name_cmp(const void *a, const void *b, void *size)
 	return strcmp(a, b);
 }
 
-int ipc_dir_list(const char *dir, const char *suffix, char *names,
+int ipc_dir_list(int dirfd, const char *suffix, char *names,
 		 size_t name_size, int max)
 {
-	DIR *d = opendir(dir);
-	if (!d)
+	/* A descriptor of our own: readdir moves its offset. */
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
 	size_t slen = strlen(suffix);
 	int n = 0;
 	struct dirent *e;

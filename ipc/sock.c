@@ -4,6 +4,8 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,20 +13,25 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int sock_addr(const char *path, struct sockaddr_un *sa)
+static int sock_addr(int dirfd, const char *dir, const char *leaf,
+		     struct sockaddr_un *sa)
 {
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa->sun_path, path);
-	return 0;
+	int n;
+	if (access("/proc/self/fd", X_OK) == 0)
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path),
+			     "/proc/self/fd/%d/%s", dirfd, leaf);
+	else /* no /proc: the path, as checked a moment ago */
+		n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", dir,
+			     leaf);
+	return n < 0 || (size_t)n >= sizeof(sa->sun_path) ? -ENAMETOOLONG : 0;
 }
 
-int ipc_sock_listen(const char *path)
+int ipc_sock_listen(int dirfd, const char *dir, const char *leaf)
 {
 	struct sockaddr_un sa;
-	int err = sock_addr(path, &sa);
+	int err = sock_addr(dirfd, dir, leaf, &sa);
 	if (err)
 		return err;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -32,9 +39,10 @@ int ipc_sock_listen(const char *path)
 	if (fd < 0)
 		return -errno;
 	/* Reachable for any local peer the directory lets in: who may
-	 * subscribe is decided by peer credentials, not file modes. */
+	 * subscribe is decided by peer credentials, not file modes. The
+	 * directory is ours alone, so the node we chmod is the one bound. */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
+	    fchmodat(dirfd, leaf, 0666, 0) < 0 || listen(fd, 128) < 0) {
 		err = -errno;
 		close(fd);
 		return err;
@@ -42,17 +50,21 @@ int ipc_sock_listen(const char *path)
 	return fd;
 }
 
-int ipc_sock_connect(const char *path)
+int ipc_sock_connect(int dirfd, const char *dir, const char *leaf)
 {
 	struct sockaddr_un sa;
-	int err = sock_addr(path, &sa);
+	int err = sock_addr(dirfd, dir, leaf, &sa);
 	if (err)
 		return err;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
 	if (fd < 0)
 		return -errno;
+	/* Non-blocking: a wedged publisher with a full backlog gives
+	 * EAGAIN at once instead of holding us past our timeout. */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		err = -errno;
+		err = errno == EWOULDBLOCK || errno == EINPROGRESS ? -EAGAIN
+								    : -errno;
 		close(fd);
 		return err;
 	}
@@ -129,10 +141,21 @@ int ipc_sock_recv(int fd, void *buf, size_t cap, int *fds, int *nfds)
 		}
 	}
 	if (bad) {
+		/* Truncated fds with room in the buffer: the kernel could not
+		 * install them, this process is out of descriptors. Probe
+		 * before closing the ones we got. */
+		int out_of_fds = 0;
+		if ((msg.msg_flags & MSG_CTRUNC) && !(msg.msg_flags & MSG_TRUNC)) {
+			int probe = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+			if (probe < 0)
+				out_of_fds = errno == EMFILE || errno == ENFILE;
+			else
+				close(probe);
+		}
 		for (int i = 0; i < *nfds; i++)
 			close(fds[i]);
 		*nfds = 0;
-		return -EMSGSIZE;
+		return out_of_fds ? -EMFILE : -EMSGSIZE;
 	}
 	return (int)n;
 }
@@ -158,12 +181,18 @@ int ipc_fd_poll(int fd, short events, int timeout_ms)
 	return n ? p.revents : 0;
 }
 
-void ipc_unlink(const char *path)
+void ipc_unlink_at(int dirfd, const char *leaf)
 {
-	unlink(path);
+	unlinkat(dirfd, leaf, 0);
 }
 
 void ipc_sock_shutdown(int fd)
 {
 	shutdown(fd, SHUT_RDWR);
+}
+
+int ipc_fd_dup(int fd)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return d < 0 ? -errno : d;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "crs/crs.h"
+#include "errmsg.h"
 #include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/memfd.h"
@@ -20,41 +21,110 @@
 #include "name.h"
 
 #define APPEAR_RETRY_NS 10000000LL
+#define BACKLOG_RETRY_NS 1000000LL
 
-static int connect_stream(const char *name, int wait_ms)
+int crs_attach_connect(const char *name, char *dir, size_t dir_size)
 {
-	int64_t deadline = ipc_deadline(wait_ms);
+	struct crs_paths paths;
+	int fd = crs_paths_for(name, 0, &paths);
+	if (fd)
+		return fd;
+	if (dir)
+		strlcpy(dir, paths.dir.path, dir_size);
+	fd = ipc_sock_connect(paths.dir.fd, paths.dir.path, paths.sock);
+	if (fd < 0 && fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED)
+		crs_err_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
+			    paths.sock, crs_strerror(fd));
+	else if (fd == -ENOENT || fd == -ECONNREFUSED)
+		crs_err_set(fd,
+			    fd == -ENOENT ? "no stream '%s' in %s"
+					  : "stream '%s' in %s is "
+					    "stale: its publisher died",
+			    name, paths.dir.path);
+	crs_paths_close(&paths);
+	return fd;
+}
+
+/* Connect to stream `name`. A missing or stale socket is retried until
+ * wait_ms has passed; a full listen backlog (a publisher that is stopped
+ * or swamped and does not accept) until the handshake deadline, which
+ * starts at the first attempt that found the socket and is stored in
+ * *hs_deadline for the rest of the handshake. */
+static int connect_stream(const char *name, int wait_ms, int handshake_ms,
+			  int64_t *hs_deadline)
+{
+	int64_t appear = ipc_deadline(wait_ms);
+	int backlog_full = 0;
 	for (;;) {
-		struct crs_paths paths;
-		int err = crs_paths_for(name, 0, &paths);
-		int fd = err ? err : ipc_sock_connect(paths.sock);
-		if (fd >= 0 || (fd != -ENOENT && fd != -ECONNREFUSED))
+		int fd = crs_attach_connect(name, NULL, 0);
+		if ((fd >= 0 || fd == -EAGAIN) && !backlog_full) {
+			*hs_deadline = ipc_deadline(handshake_ms);
+			backlog_full = fd == -EAGAIN;
+		}
+		if (fd >= 0 || (fd != -EAGAIN && fd != -ENOENT &&
+				fd != -ECONNREFUSED))
 			return fd;
-		/* A refused connection is a stale socket: a stream whose
-		 * publisher died. Wait for a new one, or say which it was. */
-		int64_t left = ipc_left_ns(deadline);
-		if (left == 0)
-			return fd;
-		ipc_nap_ns(left < APPEAR_RETRY_NS ? left : APPEAR_RETRY_NS);
+		int64_t left;
+		if (fd == -EAGAIN) {
+			left = ipc_left_ns(*hs_deadline);
+			if (left == 0)
+				return crs_err_set(-ETIMEDOUT,
+						   "the publisher of '%s' "
+						   "accepted no connection within "
+						   "%d ms (its backlog is full: "
+						   "stopped or swamped)",
+						   name, handshake_ms);
+			if (left > BACKLOG_RETRY_NS)
+				left = BACKLOG_RETRY_NS;
+		} else {
+			/* A refused connection is a stale socket: a stream
+			 * whose publisher died. Wait for a new one, or say
+			 * which it was. */
+			left = ipc_left_ns(appear);
+			if (left == 0)
+				return fd;
+			if (left > APPEAR_RETRY_NS)
+				left = APPEAR_RETRY_NS;
+		}
+		ipc_nap_ns(left);
 	}
 }
 
-/* Wait for the publisher's answer: a WELCOME with nfds fds, or a REJECT
- * whose code we return negated. */
-static int await_welcome(struct crs_attach *a, int timeout_ms, int nfds,
-			 int fds[2])
+/* Wait for the publisher's answer until deadline: a WELCOME with nfds
+ * fds, or a REJECT whose code we return negated (its reason goes to
+ * crs_errmsg()). */
+static int await_welcome(struct crs_attach *a, const char *name,
+			 int64_t deadline, int nfds, int fds[2])
 {
 	union crs_hs_msg m;
 	char buf[sizeof(m) + 1];
 	int got[IPC_MAX_FDS], ngot;
-	int p = ipc_fd_poll(a->sock, POLLIN, timeout_ms);
+	int p;
+	do { /* past the deadline: one last look */
+		int64_t left = ipc_left_ns(deadline);
+		int ms = left == INT64_MAX ? -1
+					   : (int)((left + 999999) / 1000000);
+		p = ipc_fd_poll(a->sock, POLLIN, ms);
+	} while (p == -EINTR);
 	if (p < 0)
 		return p;
 	if (p == 0)
-		return -ETIMEDOUT;
+		return crs_err_set(-ETIMEDOUT,
+				   "the publisher of '%s' did not answer the "
+				   "handshake in time", name);
 	int n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
-	if (n == 0)
-		return -ECONNRESET;
+	/* A publisher that closed with our HELLO unread leaves a reset
+	 * pending ahead of its REJECT: the next read gets the REJECT. */
+	if (n == -ECONNRESET)
+		n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
+	if (n == 0 || n == -ECONNRESET || n == -EAGAIN)
+		return crs_err_set(-ECONNRESET,
+				   "the publisher of '%s' hung up during the "
+				   "handshake", name);
+	if (n == -EMFILE)
+		return crs_err_set(n, "out of file descriptors: could not "
+				   "receive the memfds of stream '%s' "
+				   "(RLIMIT_NOFILE)", name);
 	if (n < 0)
 		return n;
 	int type = crs_hs_decode(buf, (size_t)n, &m);
@@ -66,8 +136,12 @@ static int await_welcome(struct crs_attach *a, int timeout_ms, int nfds,
 	for (int i = 0; i < ngot; i++)
 		ipc_close(got[i]);
 	if (type == CRS_HS_REJECT)
-		return -m.reject.code;
-	return type < 0 ? type : -CRS_EPROTO;
+		return crs_err_set(-m.reject.code,
+				   "the publisher of '%s' refused: %s", name,
+				   m.reject.reason);
+	return crs_err_set(type < 0 ? type : -CRS_EPROTO,
+			   "the publisher of '%s' answered the handshake with "
+			   "a malformed message", name);
 }
 
 static int check_layout(const struct crs_seg_header *h, uint64_t data_size)
@@ -125,31 +199,38 @@ static int map_segments(struct crs_attach *a)
 	return 0;
 }
 
-int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
-	       struct crs_attach *a)
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name)
 {
 	memset(a, 0, sizeof(*a));
-	a->sock = a->data_fd = a->ctl_fd = -1;
-	int err = crs_name_check(name);
-	if (err)
-		return err;
-	a->sock = connect_stream(name, wait_ms);
-	if (a->sock < 0)
-		return a->sock;
+	a->data_fd = a->ctl_fd = -1;
+	a->sock = sock;
 	struct ipc_peer peer;
-	err = ipc_sock_peer(a->sock, &peer);
+	int err = ipc_sock_peer(a->sock, &peer);
 	if (!err && peer.uid != getuid() && peer.uid != 0)
-		err = -EACCES; /* neither ours nor root's: do not trust it */
+		/* neither ours nor root's: do not trust it */
+		err = crs_err_set(-EACCES, "the socket of stream '%s' is "
+				  "served by uid %u, neither you nor root",
+				  name, (unsigned)peer.uid);
 	struct crs_hs_hello hello;
 	crs_hs_hello_init(&hello, role, name);
 	if (!err)
 		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
-	if (err == -EPIPE)
-		err = -ECONNRESET; /* the publisher went away meanwhile */
+	/* A publisher that refuses us at accept (credentials, no room)
+	 * hangs up before our HELLO: its REJECT is still queued for us. */
+	if (err == -EPIPE || err == -ECONNRESET)
+		err = 0;
+	if (err)
+		crs_detach(a);
+	return err;
+}
+
+int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
+		       int64_t deadline)
+{
 	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
 	int fds[2] = { -1, -1 };
-	if (!err)
-		err = await_welcome(a, handshake_ms, nfds, fds);
+	int err = await_welcome(a, name, deadline, nfds, fds);
 	if (!err) {
 		a->data_fd = fds[0];
 		a->ctl_fd = fds[1];
@@ -158,6 +239,25 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	if (err)
 		crs_detach(a);
 	return err;
+}
+
+int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
+	       struct crs_attach *a)
+{
+	crs_err_begin();
+	memset(a, 0, sizeof(*a));
+	a->sock = a->data_fd = a->ctl_fd = -1;
+	int err = crs_name_check(name);
+	if (err)
+		return err;
+	int64_t hs_deadline;
+	int sock = connect_stream(name, wait_ms, handshake_ms, &hs_deadline);
+	if (sock < 0)
+		return crs_err_code(sock);
+	err = crs_attach_hello(a, sock, role, name);
+	if (!err)
+		err = crs_attach_welcome(a, name, role, hs_deadline);
+	return crs_err_code(err);
 }
 
 void crs_detach(struct crs_attach *a)

@@ -25,11 +25,29 @@ struct crs_attach {
 
 /* Attach to stream `name` in `role`. wait_ms: how long to wait for the
  * stream to appear (0: fail at once with -ENOENT; -1: forever);
- * handshake_ms: how long the publisher may take to answer (-1: forever).
- * On failure nothing is left open. Returns 0 or -errno / -CRS_E*:
- * -ENOENT no such stream, -ECONNREFUSED a stale one (publisher died). */
+ * handshake_ms: how long the publisher may take to accept and answer,
+ * counted from the first attempt that finds its socket (-1: forever).
+ * No step blocks past these: connect is non-blocking, a full backlog is
+ * retried. On failure nothing is left open and crs_errmsg() says what
+ * went wrong. Returns 0 or -errno / -CRS_E*: -ENOENT no such stream,
+ * -ECONNREFUSED a stale one (publisher died), -ETIMEDOUT, the code of a
+ * REJECT, -EMFILE (no descriptors left for the memfds). */
 int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	       struct crs_attach *a);
 void crs_detach(struct crs_attach *a);
+
+/* The same in steps, for an open that must not block (opener.c). One
+ * connection attempt to the stream's socket: a connected non-blocking
+ * fd, -EAGAIN (backlog full), -ENOENT, -ECONNREFUSED (a dead
+ * publisher's leftovers) or -errno; the runtime directory's path goes
+ * to dir if not NULL. Then the peer check and HELLO on it (a takes
+ * sock, also on failure), and once sock is readable the WELCOME (or a
+ * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the
+ * mappings. On failure nothing is left open; crs_errmsg() says why. */
+int crs_attach_connect(const char *name, char *dir, size_t dir_size);
+int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+		     const char *name);
+int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
+		       int64_t deadline);
 
 #endif

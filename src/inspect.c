@@ -14,6 +14,7 @@
 #include "atomics.h"
 #include "attach.h"
 #include "credit.h"
+#include "errmsg.h"
 #include "ipc/clock.h"
 #include "ipc/memfd.h"
 #include "ipc/proc.h"
@@ -32,7 +33,7 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 {
 	struct crs_inspector *in = calloc(1, sizeof(*in));
 	if (!in)
-		return -ENOMEM;
+		return crs_err_set(-ENOMEM, "out of memory");
 	int err = crs_attach(name, CRS_ROLE_INSPECTOR, 0, 2000, &in->at);
 	if (err) {
 		free(in);
@@ -148,6 +149,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		s->outstanding = crs_credit_outstanding(
 			crs_credit_limit(join, s->requested), info->published);
 		s->consumed = crs_load_relaxed(&ss->consumed_seq);
+		s->joined = join;
 		s->lag_messages = sat_sub(info->published, s->consumed);
 		s->lag_bytes = sat_sub(position, consumed_pos);
 		s->wakeups = crs_load_relaxed(&ss->wakeups);
@@ -165,12 +167,15 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 
 int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
 {
-	char dir[CRS_PATH_MAX];
-	int err = ipc_rundir(dir, sizeof(dir), 0);
+	crs_err_begin();
+	struct ipc_rundir dir;
+	int err = crs_rundir_open(&dir, 0);
 	if (err == -ENOENT)
-		return 0;
+		return 0; /* no directory yet: no stream */
 	if (err < 0)
 		return err;
-	return ipc_dir_list(dir, ".sock", names ? names[0] : NULL,
-			    CRS_NAME_MAX + 1, names ? max : 0);
+	int n = ipc_dir_list(dir.fd, ".sock", names ? names[0] : NULL,
+			     CRS_NAME_MAX + 1, names ? max : 0);
+	ipc_rundir_close(&dir);
+	return crs_err_code(n);
 }

@@ -251,11 +251,17 @@ static int dispatch_sub(struct crs_loop *loop, int i)
 	/* Copies: callbacks may add entries and move loop->e. */
 	struct crs_sub_callbacks cb = loop->e[i].cb;
 	crs_sub *sub = loop->e[i].sub;
-	/* Read before: a terminal callback may close sub. */
+	/* Read before: a terminal callback may close sub (unless it
+	 * follows the name: then it stays registered). */
 	int silent = sub->end_delivered; /* cancelled, or delivered before */
+	int follows = sub->follow;
 	int r = crs_sub_dispatch(sub, &cb, loop->e[i].ctx, SUB_BUDGET);
+	if (r == -CRS_EGAP)
+		return 1; /* on_gap */
 	if (r != -CRS_EEND)
 		return r > 0 ? r : 0;
+	if (follows && sub->follow)
+		return silent ? 0 : 1; /* waits for the next publisher */
 	/* The callbacks may have removed or replaced this entry. */
 	if (i < loop->n && loop->e[i].kind == L_SUB && loop->e[i].sub == sub)
 		remove_at(loop, i);

@@ -1,5 +1,5 @@
 /*
- * name.h - stream names and the paths derived from them.
+ * name.h - stream names and the runtime files derived from them.
  */
 #ifndef CRS_NAME_H
 #define CRS_NAME_H
@@ -7,17 +7,22 @@
 #include <stddef.h>
 
 #include "crs/crs.h"
-
-#define CRS_PATH_MAX 256
+#include "ipc/rundir.h"
 
 struct crs_paths {
-	char dir[CRS_PATH_MAX];
-	char sock[CRS_PATH_MAX + CRS_NAME_MAX + 8];
-	char lock[CRS_PATH_MAX + CRS_NAME_MAX + 8];
+	struct ipc_rundir dir; /* open: every file below goes through it */
+	char sock[CRS_NAME_MAX + 8]; /* "<name>.sock" in dir */
+	char lock[CRS_NAME_MAX + 8]; /* "<name>.lock" in dir */
 };
 
-/* Validate name and derive the runtime paths (creating the directory if
- * create). 0, -EINVAL (bad name), -EPERM (unsafe directory), -errno. */
+/* ipc_rundir_open, recording for crs_errmsg() why it failed. */
+int crs_rundir_open(struct ipc_rundir *d, int create);
+
+/* Validate name, open the runtime directory (creating it if create) and
+ * derive the file names. 0 (close with crs_paths_close), -EINVAL (bad
+ * name), -EPERM/-ELOOP/-ENOTDIR (unsafe directory), -errno; on failure
+ * crs_errmsg() says which directory and why. */
 int crs_paths_for(const char *name, int create, struct crs_paths *out);
+void crs_paths_close(struct crs_paths *p);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "atomics.h"
 #include "credit.h"
+#include "errmsg.h"
 #include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/epoll.h"
@@ -60,6 +61,10 @@ static int opts_check(struct crs_pub_opts *o)
 		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
 	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
 		return -EINVAL;
+	if (!o->max_per_process) /* no process may lock the others out */
+		o->max_per_process = (o->max_subscribers + 1) / 2;
+	if (!o->max_per_uid)
+		o->max_per_uid = o->max_subscribers;
 	if (o->mode > CRS_MODE_REPLAY || o->overflow > CRS_OVERFLOW_LATEST ||
 	    o->on_disconnect > CRS_DISCONNECT_SEND_COMPLETED ||
 	    o->auto_connect < CRS_CONNECT_MANUAL ||
@@ -113,12 +118,33 @@ static void header_init(struct crs_pub *pub, const char *name,
  * hold the lock, so any socket file there is stale. */
 static int listen_on(struct crs_pub *pub)
 {
-	int fd = ipc_sock_listen(pub->paths.sock);
+	const struct crs_paths *p = &pub->paths;
+	int fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	if (fd == -EADDRINUSE) {
-		ipc_unlink(pub->paths.sock);
-		fd = ipc_sock_listen(pub->paths.sock);
+		ipc_unlink_at(p->dir.fd, p->sock);
+		fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	}
+	if (fd < 0)
+		crs_err_set(fd, "cannot listen on %s/%s: %s", p->dir.path,
+			    p->sock, crs_strerror(fd));
 	return fd;
+}
+
+/* A live publisher owns the name: say which process. */
+static int pub_lock_error(const struct crs_pub *pub, const char *name,
+			  int err)
+{
+	const struct crs_paths *p = &pub->paths;
+	if (err != -EEXIST)
+		return crs_err_set(err, "cannot take the lock %s/%s: %s",
+				   p->dir.path, p->lock, crs_strerror(err));
+	int owner = ipc_lock_owner(p->dir.fd, p->lock);
+	if (owner)
+		return crs_err_set(err, "stream '%s' is already published by "
+				   "pid %d (lock %s/%s)", name, owner,
+				   p->dir.path, p->lock);
+	return crs_err_set(err, "stream '%s' is already published by a live "
+			   "process (lock %s/%s)", name, p->dir.path, p->lock);
 }
 
 static int pub_setup(struct crs_pub *pub, const char *name,
@@ -127,9 +153,9 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	int err = crs_paths_for(name, 1, &pub->paths);
 	if (err)
 		return err;
-	pub->lock_fd = ipc_lock_take(pub->paths.lock);
+	pub->lock_fd = ipc_lock_take(pub->paths.dir.fd, pub->paths.lock);
 	if (pub->lock_fd < 0)
-		return pub->lock_fd;
+		return pub_lock_error(pub, name, pub->lock_fd);
 	pub->fences = ipc_membarrier_register() != 0;
 	pub->data_size = CRS_RING_OFFSET + o->ring_bytes;
 	pub->data_fd = ipc_memfd_create(name, pub->data_size);
@@ -182,6 +208,9 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
 	if (err)
 		return err;
+	err = pub_serve_init(pub);
+	if (err)
+		return err;
 	pub_auto_connect(pub); /* autoConnect(0): connected from the start */
 	return 0;
 }
@@ -189,6 +218,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out)
 {
+	crs_err_begin();
 	struct crs_pub_opts o;
 	if (opts)
 		o = *opts;
@@ -196,10 +226,12 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		crs_pub_opts_init(&o);
 	int err = opts_check(&o);
 	if (err)
-		return err;
+		return crs_err_set(err, "invalid crs_pub_opts for stream '%.64s'",
+				   name ? name : "");
 	struct crs_pub *pub = calloc(1, sizeof(*pub));
 	if (!pub)
-		return -ENOMEM;
+		return crs_err_code(-ENOMEM);
+	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
 	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
 		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
@@ -211,7 +243,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	if (err) {
 		int owned = pub->lock_fd >= 0;
 		if (pub->listen_fd >= 0)
-			ipc_unlink(pub->paths.sock);
+			ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 		ipc_close(pub->listen_fd);
 		ipc_close(pub->ep);
 		ipc_waitset_free(pub->ws);
@@ -219,12 +251,13 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 			ipc_unmap(pub->hdr, pub->data_size);
 		ipc_close(pub->data_fd);
 		if (owned)
-			ipc_unlink(pub->paths.lock);
+			ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 		ipc_close(pub->lock_fd);
+		crs_paths_close(&pub->paths);
 		crs_retain_free(&pub->retain);
 		free(pub->latest);
 		free(pub);
-		return err;
+		return crs_err_code(err);
 	}
 	*out = pub;
 	return 0;
@@ -806,8 +839,8 @@ void crs_pub_close(crs_pub *pub)
 	pub_close_epochs(pub);
 	crs_store_relaxed(&pub->hdr->stats.state, 3u);
 	/* Unlink first so no new subscriber finds a stream going away. */
-	ipc_unlink(pub->paths.sock);
-	ipc_unlink(pub->paths.lock);
+	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
+	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 	pub_drop_all(pub);
 	ipc_close(pub->listen_fd);
 	ipc_close(pub->ep);
@@ -815,6 +848,7 @@ void crs_pub_close(crs_pub *pub)
 	ipc_unmap(pub->hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
+	crs_paths_close(&pub->paths);
 	crs_retain_free(&pub->retain);
 	free(pub->latest);
 	free(pub);

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "crs/crs.h"
+#include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
 #include "name.h"
@@ -19,6 +20,13 @@
 #define PUB_SERVE_NS 1000000	    /* serve control at most every 1 ms */
 #define PUB_SERVE_EVERY 16	    /* commits between clock checks */
 #define PUB_HELLO_TIMEOUT_NS 5000000000LL
+/* Connections accepted: at most PUB_ACCEPT_BURST at once and one per
+ * PUB_ACCEPT_COST_NS on average (4000/s), so connect/close churn cannot
+ * take the publisher's time from its data path. */
+#define PUB_ACCEPT_BURST 64
+#define PUB_ACCEPT_COST_NS 250000LL
+/* Out of descriptors: try accepting again after this. */
+#define PUB_FD_BACKOFF_NS 50000000LL
 
 struct pub_slot {
 	int used;
@@ -26,6 +34,7 @@ struct pub_slot {
 	int ctl_fd; /* control memfd */
 	struct crs_ctl *ctl;
 	pid_t pid;
+	uid_t uid;
 	uint64_t join_seq;
 	uint64_t requested; /* last valid values read from ctl */
 	uint64_t consumed;
@@ -50,6 +59,7 @@ enum pub_state { PUB_IDLE = 0, PUB_CONNECTED, PUB_TERMINATED };
 struct pub_pending {
 	int fd;
 	int64_t since_ns;
+	struct ipc_peer peer; /* checked at accept */
 };
 
 struct crs_pub {
@@ -93,7 +103,11 @@ struct crs_pub {
 	int data_fd;
 	uint64_t data_size;
 	int listen_fd;
-	int listen_paused; /* out of the epoll set: handshake table full */
+	int listen_paused; /* out of the epoll set until timer_fd fires */
+	int timer_fd;	   /* in ep: resumes a paused listener */
+	int reserve_fd;	   /* given back to refuse peers when out of fds */
+	int accept_tokens; /* connections we may accept now */
+	int64_t tokens_ns; /* when accept_tokens was last refilled */
 	int lock_fd;
 	int ep; /* epoll set: listen socket, pending and slot sockets */
 	uint32_t max_subscribers;
@@ -110,10 +124,14 @@ struct crs_pub {
 
 /* epoll data tags for pub->ep. */
 #define PUB_EV_LISTEN 0
+#define PUB_EV_TIMER 1
 #define PUB_EV_PENDING(i) (1000 + (uint64_t)(i))
 #define PUB_EV_SLOT(i) (2000 + (uint64_t)(i))
 
 /* serve.c */
+/* Serve's own descriptors (timer, reserve); 0 or -errno. pub_drop_all
+ * releases them. */
+int pub_serve_init(struct crs_pub *pub);
 int pub_serve(struct crs_pub *pub);
 void pub_drop_slot(struct crs_pub *pub, int i, int code);
 void pub_drop_all(struct crs_pub *pub);

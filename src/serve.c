@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -76,6 +77,29 @@ void pub_drop_all(struct crs_pub *pub)
 			ipc_close(pub->pending[i].fd);
 		pub->pending[i].fd = -1;
 	}
+	ipc_close(pub->timer_fd);
+	ipc_close(pub->reserve_fd);
+	pub->timer_fd = pub->reserve_fd = -1;
+}
+
+int pub_serve_init(struct crs_pub *pub)
+{
+	pub->accept_tokens = PUB_ACCEPT_BURST;
+	pub->tokens_ns = ipc_now_ns();
+	pub->reserve_fd = -1;
+	pub->timer_fd = ipc_timer_new();
+	if (pub->timer_fd < 0)
+		return pub->timer_fd;
+	int err = ipc_epoll_add(pub->ep, pub->timer_fd, PUB_EV_TIMER);
+	if (!err) {
+		pub->reserve_fd = ipc_fd_dup(pub->listen_fd);
+		err = pub->reserve_fd < 0 ? pub->reserve_fd : 0;
+	}
+	if (err) {
+		ipc_close(pub->timer_fd);
+		pub->timer_fd = -1;
+	}
+	return err;
 }
 
 static void reject(int fd, int code, const char *reason)
@@ -83,6 +107,24 @@ static void reject(int fd, int code, const char *reason)
 	struct crs_hs_reject m;
 	crs_hs_reject_init(&m, code, reason);
 	ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
+}
+
+static void rejectf(int fd, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void rejectf(int fd, int code, const char *fmt, ...)
+{
+	char why[CRS_HS_REASON_MAX + 1];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	reject(fd, code, why);
+}
+
+static void count_refused(struct crs_pub *pub)
+{
+	crs_store_relaxed(&pub->hdr->stats.refused,
+			  crs_load_relaxed(&pub->hdr->stats.refused) + 1);
 }
 
 static int free_slot(struct crs_pub *pub)
@@ -112,25 +154,59 @@ static void welcome_inspector(struct crs_pub *pub, int fd)
 	ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
 }
 
-/* Give the subscriber on fd a slot, a control segment and the fds. The
- * new subscriber starts at the current position: it is owed nothing
- * published before it arrived. Returns 0 or -errno (fd not consumed). */
-static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
+/* Is there a slot for peer: a free one, within the per-process and
+ * per-uid quotas? If not, tell the peer which limit it hit. */
+static int slot_for(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 {
+	const char *name = pub->hdr->seg.name;
 	int i = free_slot(pub);
 	if (i < 0) {
-		reject(fd, EUSERS, "publisher has no free slot");
+		rejectf(fd, EUSERS, "stream '%s' has all %u slots taken", name,
+			pub->max_subscribers);
 		return -EUSERS;
 	}
+	uint32_t by_pid = 0, by_uid = 0;
+	for (uint32_t k = 0; k < pub->max_subscribers; k++) {
+		const struct pub_slot *s = &pub->slots[k];
+		by_pid += s->used && s->pid == peer->pid;
+		by_uid += s->used && s->uid == peer->uid;
+	}
+	if (by_pid >= pub->access.max_per_process) {
+		rejectf(fd, EDQUOT,
+			"pid %d holds %u of the slots of stream '%s', its "
+			"max_per_process", (int)peer->pid, by_pid, name);
+		return -EDQUOT;
+	}
+	if (by_uid >= pub->access.max_per_uid) {
+		rejectf(fd, EDQUOT,
+			"uid %u holds %u of the slots of stream '%s', its "
+			"max_per_uid", (unsigned)peer->uid, by_uid, name);
+		return -EDQUOT;
+	}
+	return i;
+}
+
+/* Give the subscriber on fd a slot, a control segment and the fds. The
+ * new subscriber starts at the current position: it is owed nothing
+ * published before it arrived. Returns 0 or -errno (fd not consumed;
+ * the peer has been told why). */
+static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
+{
+	int i = slot_for(pub, fd, peer);
+	if (i < 0)
+		return i;
 	struct pub_slot *s = &pub->slots[i];
+	void *map = NULL;
 	int ctl_fd = ipc_memfd_create("crs-ctl", CRS_CTL_SIZE);
-	if (ctl_fd < 0)
-		return ctl_fd;
-	void *map;
-	int err = ipc_memfd_seal(ctl_fd, 0);
+	int err = ctl_fd < 0 ? ctl_fd : ipc_memfd_seal(ctl_fd, 0);
 	if (!err)
 		err = ipc_map(ctl_fd, CRS_CTL_SIZE, 1, &map);
 	if (err) {
+		/* Out of descriptors or memory: say so, do not just hang up. */
+		rejectf(fd, -err,
+			"the publisher of stream '%s' cannot create your "
+			"control segment: %s", pub->hdr->seg.name,
+			crs_strerror(err));
 		ipc_close(ctl_fd);
 		return err;
 	}
@@ -162,6 +238,7 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	s->ctl_fd = ctl_fd;
 	s->ctl = ctl;
 	s->pid = peer->pid;
+	s->uid = peer->uid;
 	s->moved_ns = ipc_now_ns();
 	struct crs_sub_stats *st = &pub->hdr->subs[i];
 	st->pid = peer->pid;
@@ -186,31 +263,25 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 	return 0;
 }
 
-/* A handshake slot was freed: watch the listener again. */
-static void pending_freed(struct crs_pub *pub)
+/* Read and answer the HELLO of an accepted peer (pending: its entry in
+ * the handshake table, or -1). Returns 0 if nothing has arrived yet (fd
+ * untouched), 1 once the handshake is over (fd admitted or closed). */
+static int handshake(struct crs_pub *pub, int fd, const struct ipc_peer *peer,
+		     int pending)
 {
-	if (pub->listen_paused &&
-	    ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN) == 0)
-		pub->listen_paused = 0;
-}
-
-/* A pending connection spoke (or hung up): decode its HELLO. */
-static void pending_ready(struct crs_pub *pub, int i)
-{
-	int fd = pub->pending[i].fd;
 	union crs_hs_msg m;
 	char buf[sizeof(m) + 1];
 	int fds[IPC_MAX_FDS], nfds;
 	int n = ipc_sock_recv(fd, buf, sizeof(buf), fds, &nfds);
 	if (n == -EAGAIN)
-		return;
-	ipc_epoll_del(pub->ep, fd);
-	pub->pending[i].fd = -1;
-	pending_freed(pub);
+		return 0;
+	if (pending >= 0) {
+		ipc_epoll_del(pub->ep, fd);
+		pub->pending[pending].fd = -1;
+	}
 	for (int k = 0; k < nfds; k++)
 		ipc_close(fds[k]);
 	int type = n > 0 ? crs_hs_decode(buf, (size_t)n, &m) : n;
-	struct ipc_peer peer;
 	if (n <= 0 || nfds) {
 		/* hung up, or a HELLO must not carry fds */
 		if (n > 0)
@@ -219,50 +290,148 @@ static void pending_ready(struct crs_pub *pub, int i)
 		reject(fd, CRS_EVERSION, "unsupported protocol version");
 	} else if (type != CRS_HS_HELLO) {
 		reject(fd, EPROTO, "expected a HELLO");
-	} else if (ipc_sock_peer(fd, &peer) < 0) {
-		reject(fd, EPERM, "peer credentials unavailable");
-	} else if (!allowed(&pub->access, &peer)) {
-		char why[CRS_HS_REASON_MAX];
-		snprintf(why, sizeof(why),
-			 "uid %u may not subscribe to stream '%s'",
-			 (unsigned)peer.uid, pub->hdr->seg.name);
-		reject(fd, EACCES, why);
-		crs_store_relaxed(&pub->hdr->stats.refused,
-				  crs_load_relaxed(&pub->hdr->stats.refused) +
-					  1);
 	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
 		welcome_inspector(pub, fd);
-	} else if (admit(pub, fd, &peer) == 0) {
-		return; /* fd now belongs to the slot */
+	} else if (admit(pub, fd, peer) == 0) {
+		return 1; /* fd now belongs to the slot */
 	}
 	ipc_close(fd);
+	return 1;
 }
 
-/* Accept while there is room to track handshakes; the rest wait in the
- * listen backlog (never refused for arriving together). */
-static void accept_all(struct crs_pub *pub)
+/* A pending connection spoke (or hung up). */
+static void pending_ready(struct crs_pub *pub, int i)
 {
-	for (;;) {
-		int i = 0;
-		while (i < PUB_MAX_PENDING && pub->pending[i].fd >= 0)
-			i++;
-		if (i == PUB_MAX_PENDING) {
-			/* Stop watching the listener until a handshake ends,
-			 * or its readiness would wake us for nothing. */
-			ipc_epoll_del(pub->ep, pub->listen_fd);
-			pub->listen_paused = 1;
-			return;
-		}
-		int fd = ipc_sock_accept(pub->listen_fd);
-		if (fd < 0)
-			return;
-		if (ipc_epoll_add(pub->ep, fd, PUB_EV_PENDING(i)) < 0) {
-			reject(fd, EAGAIN, "cannot track this handshake");
-			ipc_close(fd);
-			continue;
-		}
-		pub->pending[i] = (struct pub_pending){ fd, ipc_now_ns() };
+	struct pub_pending p = pub->pending[i];
+	if (p.fd >= 0)
+		handshake(pub, p.fd, &p.peer, i);
+}
+
+/* A free entry of the handshake table. When all hold peers that
+ * connected and said nothing, the one silent for longest is dropped:
+ * honest peers say HELLO right after connecting, so a table filled by
+ * silent (or slowloris) peers never delays them. */
+static int pending_entry(struct crs_pub *pub)
+{
+	int oldest = 0;
+	for (int i = 0; i < PUB_MAX_PENDING; i++) {
+		if (pub->pending[i].fd < 0)
+			return i;
+		if (pub->pending[i].since_ns < pub->pending[oldest].since_ns)
+			oldest = i;
 	}
+	struct pub_pending *p = &pub->pending[oldest];
+	reject(p->fd, ETIMEDOUT,
+	       "handshake table full: the longest-silent peer is dropped");
+	ipc_epoll_del(pub->ep, p->fd);
+	ipc_close(p->fd);
+	p->fd = -1;
+	return oldest;
+}
+
+/* A connection just accepted. Credentials are the kernel's, fixed at
+ * connect: a peer that may not subscribe is refused before it can hold
+ * anything. Then its HELLO, which an honest peer has usually sent
+ * already; if not yet, it waits in the handshake table. */
+static void newcomer(struct crs_pub *pub, int fd, int64_t now)
+{
+	struct ipc_peer peer;
+	if (ipc_sock_peer(fd, &peer) < 0) {
+		reject(fd, EPERM, "peer credentials unavailable");
+		ipc_close(fd);
+		return;
+	}
+	if (!allowed(&pub->access, &peer)) {
+		rejectf(fd, EACCES, "uid %u may not subscribe to stream '%s'",
+			(unsigned)peer.uid, pub->hdr->seg.name);
+		count_refused(pub);
+		ipc_close(fd);
+		return;
+	}
+	if (handshake(pub, fd, &peer, -1))
+		return;
+	int i = pending_entry(pub);
+	if (ipc_epoll_add(pub->ep, fd, PUB_EV_PENDING(i)) < 0) {
+		reject(fd, EAGAIN, "cannot track this handshake");
+		ipc_close(fd);
+		return;
+	}
+	pub->pending[i] = (struct pub_pending){ fd, now, peer };
+}
+
+/* Stop watching the listener until when_ns: new peers wait in the
+ * listen backlog meanwhile. */
+static void listen_pause(struct crs_pub *pub, int64_t when_ns)
+{
+	if (ipc_timer_at(pub->timer_fd, when_ns) < 0)
+		return; /* without a timer we could not resume: keep going */
+	if (!pub->listen_paused)
+		ipc_epoll_del(pub->ep, pub->listen_fd);
+	pub->listen_paused = 1;
+}
+
+static void listen_resume(struct crs_pub *pub)
+{
+	ipc_timer_ack(pub->timer_fd);
+	if (pub->listen_paused &&
+	    ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN) == 0)
+		pub->listen_paused = 0;
+}
+
+/* Out of descriptors: queued peers cannot even be accepted, and the
+ * listener stays readable, so accepting again at once would spin. Give
+ * the reserve descriptor back to refuse the queued peers with a reason,
+ * take it again, and retry after a pause. */
+static void out_of_fds(struct crs_pub *pub, int err, int64_t now)
+{
+	if (pub->reserve_fd >= 0) {
+		ipc_close(pub->reserve_fd);
+		while (pub->accept_tokens > 0) {
+			int fd = ipc_sock_accept(pub->listen_fd);
+			if (fd < 0)
+				break;
+			pub->accept_tokens--;
+			rejectf(fd, -err,
+				"the publisher of stream '%s' is out of file "
+				"descriptors", pub->hdr->seg.name);
+			ipc_close(fd);
+		}
+		pub->reserve_fd = ipc_fd_dup(pub->listen_fd);
+	}
+	listen_pause(pub, now + PUB_FD_BACKOFF_NS);
+}
+
+/* Accept what the budget allows (see PUB_ACCEPT_BURST); the rest wait in
+ * the listen backlog. */
+static void accept_some(struct crs_pub *pub, int64_t now)
+{
+	/* One token per PUB_ACCEPT_COST_NS since the last refill, up to a
+	 * burst; the remainder of a period carries over. */
+	int64_t earned = (now - pub->tokens_ns) / PUB_ACCEPT_COST_NS;
+	if (earned > 0) {
+		pub->tokens_ns += earned * PUB_ACCEPT_COST_NS;
+		int64_t have = pub->accept_tokens + earned;
+		pub->accept_tokens =
+			have > PUB_ACCEPT_BURST ? PUB_ACCEPT_BURST : (int)have;
+	}
+	while (pub->accept_tokens > 0) {
+		int fd = ipc_sock_accept(pub->listen_fd);
+		if (fd == -EAGAIN)
+			return;
+		if (fd == -EMFILE || fd == -ENFILE) {
+			out_of_fds(pub, fd, now);
+			return;
+		}
+		if (fd == -ENOMEM || fd == -ENOBUFS) {
+			listen_pause(pub, now + PUB_FD_BACKOFF_NS);
+			return;
+		}
+		if (fd < 0)
+			continue; /* that peer gave up (ECONNABORTED) */
+		pub->accept_tokens--;
+		newcomer(pub, fd, now);
+	}
+	listen_pause(pub, pub->tokens_ns + PUB_ACCEPT_COST_NS);
 }
 
 /* A subscriber socket became readable: a hangup (the subscriber left or
@@ -290,10 +459,10 @@ static void expire_pending(struct crs_pub *pub, int64_t now)
 	for (int i = 0; i < PUB_MAX_PENDING; i++) {
 		struct pub_pending *p = &pub->pending[i];
 		if (p->fd >= 0 && now - p->since_ns > PUB_HELLO_TIMEOUT_NS) {
+			reject(p->fd, ETIMEDOUT, "no HELLO in time");
 			ipc_epoll_del(pub->ep, p->fd);
 			ipc_close(p->fd);
 			p->fd = -1;
-			pending_freed(pub);
 		}
 	}
 }
@@ -339,17 +508,21 @@ int pub_serve(struct crs_pub *pub)
 	int n = ipc_epoll_ready(pub->ep, ev, 64, 0);
 	if (n < 0)
 		return n;
+	int64_t now = ipc_now_ns();
 	for (int k = 0; k < n; k++) {
 		uint64_t tag = ev[k].data;
-		if (tag == PUB_EV_LISTEN)
-			accept_all(pub);
-		else if (tag >= PUB_EV_SLOT(0))
+		if (tag == PUB_EV_LISTEN) {
+			accept_some(pub, now);
+		} else if (tag == PUB_EV_TIMER) {
+			listen_resume(pub);
+			accept_some(pub, now);
+		} else if (tag >= PUB_EV_SLOT(0)) {
 			slot_ready(pub, (int)(tag - PUB_EV_SLOT(0)),
 				   ev[k].events);
-		else
+		} else {
 			pending_ready(pub, (int)(tag - PUB_EV_PENDING(0)));
+		}
 	}
-	int64_t now = ipc_now_ns();
 	expire_pending(pub, now);
 	mirror_stats(pub, now);
 	pub->next_serve_ns = now + PUB_SERVE_NS;

@@ -54,6 +54,7 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 	if (sub->ended)
 		return;
 	sub->ended = 1;
+	sub->cold = 1;
 	sub->end.code = code;
 	memset(sub->end.message, 0, sizeof(sub->end.message));
 	if (message)
@@ -160,6 +161,7 @@ static int sub_idle(struct crs_sub *sub)
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
+		sub->follow = 0; /* cut off for what we did */
 		sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO, t.message);
 		return -CRS_EEND;
 	case CRS_TERM_COMPLETE:
@@ -184,6 +186,7 @@ static int sub_idle(struct crs_sub *sub)
 		goto corrupt;
 	default:
 	corrupt:
+		sub->follow = 0;
 		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
@@ -223,10 +226,13 @@ static inline void sub_refresh_end(struct crs_sub *sub)
 
 /* Find the next message at pos, skipping padding. Returns 1 with its
  * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
+static int sub_cold(struct crs_sub *sub, uint64_t *len);
+static void sub_stop_opening(struct crs_sub *sub);
+
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(sub->ended, 0))
-		return -CRS_EEND;
+	if (__builtin_expect(sub->cold, 0))
+		return sub_cold(sub, len);
 	/* Evicted: the publisher no longer protects what we have not read,
 	 * so stop at once (a line only the publisher writes, once). */
 	if (__builtin_expect(sub->received >= sub->requested ||
@@ -256,13 +262,14 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 		case CRS_FRAME_NONE:
 			return sub_idle(sub);
 		default:
+			sub->follow = 0;
 			sub_end(sub, CRS_EPROTO, "corrupt frame in the ring");
 			return -CRS_EEND;
 		}
 	}
 }
 
-int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 {
 	uint64_t len = 0;
 	if (sub->held)
@@ -277,6 +284,26 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	sub->held = 1;
 	sub->held_frame = crs_frame_size(len);
 	return 1;
+}
+
+/* The application has been told of the end (or of the new publisher). */
+static void sub_told(struct crs_sub *sub, int r)
+{
+	if (r == -CRS_EEND) {
+		sub->end_delivered = 1;
+	} else if (r == -CRS_EGAP) {
+		sub->gap_pending = 0;
+		sub->ended = sub->end_delivered = sub->cold = 0;
+		memset(&sub->end, 0, sizeof(sub->end));
+	}
+}
+
+int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+{
+	int r = sub_poll(sub, msg);
+	if (__builtin_expect(r < 0, 0))
+		sub_told(sub, r);
+	return r;
 }
 
 /* Has this subscriber read everything committed so far? */
@@ -316,17 +343,21 @@ void crs_sub_release(crs_sub *sub)
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
 {
-	if (sub->ended || sub->cancelled)
+	if (sub->cancelled || (sub->ended && !sub->follow))
 		return 0;
 	if (n == 0) {
+		sub->follow = 0; /* a violation of ours ends it for good */
+		sub_stop_opening(sub);
 		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
-		/* As in crs_sub_cancel(). */
-		crs_store_release(&sub->ctl->cancelled, 1);
-		sub_publish(sub);
+		if (sub->ctl) { /* as in crs_sub_cancel() */
+			crs_store_release(&sub->ctl->cancelled, 1);
+			sub_publish(sub);
+		}
 		return -EINVAL;
 	}
 	sub->requested = crs_credit_add(sub->requested, n);
-	sub_publish(sub);
+	if (sub->ctl) /* else published when the stream is open */
+		sub_publish(sub);
 	return 0;
 }
 
@@ -339,8 +370,13 @@ void crs_sub_cancel(crs_sub *sub)
 	/* Nothing is delivered after our own cancel, not even an end seen
 	 * but not delivered yet (Reactive Streams 3.6); crs_sub_end() still
 	 * says how it ended, if it had. */
+	sub->follow = 0;
+	sub_stop_opening(sub);
 	sub_end(sub, ECANCELED, "cancelled");
 	sub->end_delivered = 1;
+	sub->gap_pending = 0;
+	if (!sub->ctl)
+		return;
 	/* Read by pub_recompute(): our demand no longer holds anyone. It
 	 * loads the flag relaxed and reads nothing behind it; the release
 	 * only keeps it before sub_publish()'s progress bump, which wakes
@@ -358,6 +394,8 @@ int sub_has_work(struct crs_sub *sub)
 
 int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
+	if (sub->opening) /* nothing mapped yet: the opener's fds */
+		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
 	 * pub_wake_all(): having seen a wake's value, we also see the
 	 * terminal records written before it (epoch.c). */
@@ -379,7 +417,7 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 
 void sub_withdraw(struct crs_sub *sub)
 {
-	if (sub->parkers == 0 || --sub->parkers > 0)
+	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	crs_store_relaxed(&sub->ctl->wakeups,
@@ -388,7 +426,11 @@ void sub_withdraw(struct crs_sub *sub)
 
 void sub_hangup(struct crs_sub *sub)
 {
-	sub->pub_dead = 1;
+	/* Look before believing it: the key may have fired for what it
+	 * watched before (the opener's timer, an old stream's socket). */
+	if (!sub->opening && !sub->pub_dead &&
+	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
+		sub->pub_dead = 1;
 }
 
 /* crs_sub_wait's hooks: park.h over this one subscription. */
@@ -448,11 +490,17 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 	struct crs_msg msg;
 	int n = 0;
 	while ((size_t)n < max) {
-		int r = crs_sub_poll(sub, &msg);
+		int r = sub_poll(sub, &msg);
 		if (r == 0)
 			break;
 		if (r < 0 && n > 0)
 			break; /* report the count; the end comes next call */
+		if (r == -CRS_EGAP) {
+			sub_told(sub, r);
+			if (cb->on_gap)
+				cb->on_gap(ctx);
+			return r;
+		}
 		if (r < 0) {
 			if (!sub->end_delivered) {
 				sub->end_delivered = 1;
@@ -481,12 +529,12 @@ const struct crs_end *crs_sub_end(const crs_sub *sub)
 
 uint64_t crs_sub_requested(const crs_sub *sub)
 {
-	return sub->requested;
+	return crs_credit_add(sub->requested_before, sub->requested);
 }
 
 uint64_t crs_sub_received(const crs_sub *sub)
 {
-	return sub->received;
+	return sub->received_before + sub->received;
 }
 
 uint64_t crs_sub_stream_id(const crs_sub *sub)
@@ -494,10 +542,119 @@ uint64_t crs_sub_stream_id(const crs_sub *sub)
 	return sub->at.seg.stream_id; /* the checked copy */
 }
 
-/* ---- open ------------------------------------------------------------- */
+/* ---- open and follow ------------------------------------------------ */
+
+static void sub_stop_opening(struct crs_sub *sub)
+{
+	if (sub->opening)
+		crs_opener_stop(&sub->op);
+	sub->opening = 0;
+}
+
+/* Take an attachment: read from its start, with our demand. A stream
+ * after an earlier one (following) is reported as a gap first, and
+ * inherits the demand the earlier one left outstanding. */
+static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
+{
+	int again = sub->ended;
+	sub->at = *at;
+	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
+	sub->hdr = sub->at.hdr;
+	sub->ctl = sub->at.ctl;
+	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
+	sub->ring_size = h->ring_size;
+	sub->max_message = h->max_message;
+	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
+	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
+	sub->stop_pos = UINT64_MAX;
+	sub->known_end = 0;
+	sub->seq = sub->at.welcome.start_seq;
+	sub->publish_step = sub->ring_size / 4;
+	sub->sock = sub->at.sock;
+	sub->pub_dead = 0;
+	sub->since_publish = 0;
+	sub->next_liveness_ns = 0;
+	if (again) {
+		uint64_t left = sub->requested == CRS_UNBOUNDED
+					? CRS_UNBOUNDED
+					: sub->requested - sub->received;
+		sub->requested_before =
+			crs_credit_add(sub->requested_before, sub->received);
+		sub->received_before += sub->received;
+		sub->requested = left;
+		sub->received = 0;
+		sub->gap_pending = 1; /* stays cold until reported */
+	} else {
+		sub->cold = 0;
+	}
+	if (sub->requested)
+		sub_publish(sub);
+}
+
+/* One step of the open under way: 0 (not yet), 1 (attached) or
+ * -CRS_EEND (it failed: that is how this subscription ends). */
+static int sub_open_step(struct crs_sub *sub)
+{
+	struct crs_attach at;
+	int r = crs_opener_step(&sub->op, &at);
+	if (r == 0)
+		return 0;
+	sub_stop_opening(sub);
+	if (r < 0) {
+		if (r == -ECONNREFUSED)
+			r = -ENOENT; /* a dead publisher's leftovers */
+		sub->follow = 0;
+		sub_end(sub, -r, crs_errmsg()); /* what crs_sub_open says */
+		return -CRS_EEND;
+	}
+	sub_attach(sub, &at);
+	return 1;
+}
+
+/* Following, after the end was told: leave the old stream and look for
+ * the next publisher of the name, for as long as it takes. */
+static void sub_follow(struct crs_sub *sub)
+{
+	crs_store_release(&sub->ctl->cancelled, 1);
+	crs_store_relaxed(&sub->ctl->parked, 0);
+	sub->parkers = 0; /* the park word goes with the old stream */
+	crs_detach(&sub->at);
+	sub->hdr = NULL;
+	sub->ctl = NULL;
+	sub->ring = NULL;
+	sub->sock = -1;
+	crs_opener_start(&sub->op, sub->name, -1, sub->handshake_ms, 1);
+	sub->opening = 1;
+}
+
+/* sub_next's slow path. */
+static int sub_cold(struct crs_sub *sub, uint64_t *len)
+{
+	if (sub->opening) {
+		int r = sub_open_step(sub);
+		if (r <= 0)
+			return r;
+	}
+	if (sub->gap_pending)
+		return -CRS_EGAP;
+	if (!sub->ended) {
+		sub->cold = 0; /* opened: read */
+		return sub_next(sub, len);
+	}
+	if (!sub->follow || !sub->end_delivered)
+		return -CRS_EEND;
+	/* A new publisher can take the name only once the old one has
+	 * gone (closed or died); until then, nothing. */
+	if (sub->held ||
+	    (!sub->pub_dead && ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) == 0))
+		return 0;
+	sub_follow(sub);
+	return sub_cold(sub, len);
+}
 
 static void sub_free(struct crs_sub *sub)
 {
+	sub_stop_opening(sub);
 	crs_detach(&sub->at);
 	ipc_waitset_free(sub->ws);
 	free(sub);
@@ -513,36 +670,40 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		crs_sub_opts_init(&o);
 	if (o.handshake_ms == 0)
 		o.handshake_ms = DEFAULT_HANDSHAKE_MS;
+	int err = crs_name_check(name);
+	if (err)
+		return err;
 	struct crs_sub *sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return -ENOMEM;
-	int err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms,
-			     o.handshake_ms, &sub->at);
-	if (err == -ECONNREFUSED)
-		err = -ENOENT; /* a dead publisher's leftovers: no stream */
-	if (!err)
-		err = ipc_waitset_new(&sub->ws);
+	sub->at.sock = sub->at.data_fd = sub->at.ctl_fd = sub->sock = -1;
+	strlcpy(sub->name, name, sizeof(sub->name));
+	sub->handshake_ms = o.handshake_ms;
+	sub->follow = o.follow != 0;
+	sub->spin_ns = crs_spin_ns(o.spin_us);
+	sub->prefetch = o.prefetch;
+	sub->replenish = crs_credit_replenish(o.prefetch);
+	sub->requested = o.prefetch; /* published once attached */
+	sub->cold = 1;
+	err = ipc_waitset_new(&sub->ws);
 	if (err) {
 		sub_free(sub);
 		return err;
 	}
-	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
-	sub->hdr = sub->at.hdr;
-	sub->ctl = sub->at.ctl;
-	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
-	sub->ring_size = h->ring_size;
-	sub->max_message = h->max_message;
-	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
-	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
-	sub->stop_pos = UINT64_MAX;
-	sub->seq = sub->at.welcome.start_seq;
-	sub->publish_step = sub->ring_size / 4;
-	sub->sock = sub->at.sock;
-	sub->spin_ns = crs_spin_ns(o.spin_us);
-	sub->prefetch = o.prefetch;
-	sub->replenish = crs_credit_replenish(o.prefetch);
-	if (o.prefetch)
-		crs_sub_request(sub, o.prefetch);
+	if (o.async) {
+		crs_opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);
+		sub->opening = 1;
+		*out = sub;
+		return 0;
+	}
+	struct crs_attach at;
+	err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms, o.handshake_ms,
+			 &at);
+	if (err) {
+		sub_free(sub);
+		return err == -ECONNREFUSED ? -ENOENT : err; /* leftovers */
+	}
+	sub_attach(sub, &at);
 	*out = sub;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include "crs/crs.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "opener.h"
 
 struct crs_sub {
 	/* Hot: poll and release. */
@@ -36,6 +37,8 @@ struct crs_sub {
 	uint32_t wanted_seen;	/* progress_wanted at the last publish */
 	struct crs_ctl *ctl;
 	const struct crs_data_header *hdr;
+	int cold; /* sub_next takes the slow path: ended, opening, or a new
+		     publisher to report */
 
 	/* Cold. */
 	int ended;
@@ -49,6 +52,15 @@ struct crs_sub {
 	struct crs_end end;
 	int sock;
 	struct crs_attach at; /* sockets and mappings */
+	/* Opening without blocking, and following the name (opener.h). */
+	char name[CRS_NAME_MAX + 1];
+	int handshake_ms;
+	int follow;	 /* crs_sub_opts.follow, until an end of our own */
+	int opening;	 /* op runs; hdr and ctl are NULL meanwhile */
+	int gap_pending; /* attached to a new publisher: report CRS_EGAP */
+	uint64_t requested_before; /* totals of the streams before this one */
+	uint64_t received_before;
+	struct crs_opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
 };
 

@@ -10,7 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include "crs/inspect.h"
+#include "src/handshake.h"
 #include "util.h"
 
 #define OTHER 65534 /* nobody / nogroup */
@@ -30,6 +35,9 @@ static int stranger(void *arg, int chan)
 	crs_sub *sub;
 	int r = tu_sub_open(s->name, 4, &sub);
 	CHECK_EQ(r, s->expect);
+	/* The publisher's reason reaches the caller. */
+	if (r == -EACCES)
+		CHECK(strstr(crs_errmsg(), "uid 65534 may not subscribe"));
 	if (r == 0) {
 		struct crs_msg m;
 		CHECK_EQ(tu_sub_next(sub, &m, 10000), 1);
@@ -113,6 +121,48 @@ static void test_other_uid_allowed_by_group(void **state)
 	try_stranger(&o, -EACCES);
 }
 
+/* A stranger that connects and never speaks is refused at once, by its
+ * credentials, instead of holding a handshake entry until the HELLO
+ * timeout. */
+static int silent_stranger(void *arg, int chan)
+{
+	(void)chan;
+	CHECK(setgroups(0, NULL) == 0);
+	CHECK(setgid(OTHER) == 0);
+	CHECK(setuid(OTHER) == 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", tu_dir(),
+		 (const char *)arg);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	CHECK_EQ(poll(&p, 1, 10000), 1);
+	union crs_hs_msg m;
+	char buf[sizeof(m)];
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	CHECK(n > 0);
+	CHECK_EQ(crs_hs_decode(buf, (size_t)n, &m), CRS_HS_REJECT);
+	CHECK_EQ(m.reject.code, EACCES);
+	close(fd);
+	return 0;
+}
+
+static void test_stranger_refused_at_accept(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(chmod(tu_dir(), 0711), 0);
+	char name[64];
+	tu_name(name, sizeof(name), "silent");
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, NULL, &pub), 0);
+	pid_t pid = tu_spawn(silent_stranger, name, NULL, 30);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
+	crs_pub_close(pub);
+}
+
 static void test_unsafe_dir_refused(void **state)
 {
 	(void)state;
@@ -154,6 +204,7 @@ int main(void)
 		TU_TEST(test_other_uid_refused_by_default),
 		TU_TEST(test_other_uid_allowed_by_list),
 		TU_TEST(test_other_uid_allowed_by_group),
+		TU_TEST(test_stranger_refused_at_accept),
 		TU_TEST(test_unsafe_dir_refused),
 		TU_TEST(test_escaping_names_refused),
 	};

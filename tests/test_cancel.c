@@ -51,7 +51,7 @@ static void on_error(void *ctx, int code, const char *message)
 }
 
 static const struct crs_sub_callbacks callbacks = { on_next, on_complete,
-						    on_error };
+						    on_error, NULL };
 
 /* Send one subscription's counts and end code to the parent. */
 static void report(int chan, const struct counts *c)

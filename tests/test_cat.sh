@@ -7,8 +7,12 @@
 # stdout, signals, and the exit codes (2 for usage errors, 1 for stream
 # errors with one line naming the stream); replay streams (-R,
 # --replay-bytes, --replay-age) and late subscribers, -a (autoConnect),
-# --overflow drop|error|latest and --on-disconnect. Each run has its own
-# CRS_DIR. No assertion depends on timing.
+# --overflow drop|error|latest and --on-disconnect; the name as a trailing
+# operand and names that look like options, --linger, --untethered,
+# --allow-uid/--allow-group/--allow-any (as user nobody, when root), -F
+# across three publishers, -e, -f, the lockstep publisher's waiting
+# notice, and usage errors that name the option at fault. Each run has
+# its own CRS_DIR. No assertion depends on timing.
 #
 # usage: test_cat.sh CRS_CAT        (prints "N passed, N failed")
 set -u
@@ -498,8 +502,8 @@ test_overflow_drop() {
 	rc=$?
 	wait $pub
 	prc=$?
-	sent=$(sed -n "s/.*published \([0-9]*\) messages .* to 'odrop', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
-	dropped=$(sed -n "s/.*published \([0-9]*\) messages .* to 'odrop', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
+	sent=$(sed -n "s/.*published \([0-9]*\) messages\? .* to 'odrop', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
+	dropped=$(sed -n "s/.*published \([0-9]*\) messages\? .* to 'odrop', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
 	[ $rc -eq 0 ] && [ $prc -eq 0 ] && [ "$dropped" = 19 ] && [ "$sent" = 1 ] &&
 		[ "$(cat "$tmp/out")" = 1 ]
 	report $? "--overflow drop -w 1, a subscriber taking one line: the publisher exits 0 and reports ${dropped:-no} dropped, ${sent:-no} sent (publisher $prc, consumer $rc)" \
@@ -550,8 +554,8 @@ test_overflow_latest() {
 	arc=$?
 	wait $fifo_pub
 	prc=$?
-	sent=$(sed -n "s/.*published \([0-9]*\) messages .* to 'olatest', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
-	dropped=$(sed -n "s/.*published \([0-9]*\) messages .* to 'olatest', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
+	sent=$(sed -n "s/.*published \([0-9]*\) messages\? .* to 'olatest', dropped \([0-9]*\)$/\1/p" "$tmp/pub.err")
+	dropped=$(sed -n "s/.*published \([0-9]*\) messages\? .* to 'olatest', dropped \([0-9]*\)$/\2/p" "$tmp/pub.err")
 	[ $arc -eq 0 ] && [ $prc -eq 0 ] && [ "$(head -1 "$tmp/a")" = 1 ] &&
 		[ "$(tail -1 "$tmp/a")" = 10 ] && sort -c -n "$tmp/a" 2>/dev/null &&
 		[ -n "$sent" ] && [ "$(wc -l <"$tmp/a")" -eq "$sent" ] && [ $((sent + dropped)) -eq 10 ]
@@ -575,7 +579,7 @@ disconnect_case() {
 	rc=$?
 	exec 7>&-
 	if [ $2 -eq 0 ]; then
-		[ $prc -eq 143 ] && [ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = hello ] && grep -q "received 1 messages" "$tmp/err"
+		[ $prc -eq 143 ] && [ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = hello ] && grep -q "received 1 message (" "$tmp/err"
 	else
 		[ $prc -eq 143 ] && [ $rc -eq $2 ] && [ "$(cat "$tmp/out")" = hello ] && one_line "$tmp/err" "$3"
 	fi
@@ -657,12 +661,291 @@ test_usage() {
 -P x --on-disconnect maybe
 -P x --overflow
 -P x --bogus
+-P
+-P -q
+-C -- -x
+-C a b
+-C x -F -e
+-C x -f '%q'
+-C x -f '\q'
+-C x -f x -d ,
+-C x -f x -b
+-C x --linger 1
+-C x --untethered 1
+-C x --allow-any
+-C x --allow-uid 0
+-C x --allow-group 0
+-P x -F
+-P x -e
+-P x -f %s
+-P x -d ''
+-P x --linger
+-P x --linger soon
+-P x --linger -1
+-P x --untethered 0
+-P x --untethered never
+-P x --allow-uid no_such_user_zz
+-P x --allow-group no_such_group_zz
+-P x --allow-uid 1 --allow-uid 2 --allow-uid 3 --allow-uid 4 --allow-uid 5 --allow-uid 6 --allow-uid 7 --allow-uid 8 --allow-uid 9
 EOF
 	report $bad "usage errors exit 2 with a hint"
 	"$CAT" -h >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	[ $rc -eq 0 ] && grep -q "^usage: crs-cat -P NAME" "$tmp/out" && [ ! -s "$tmp/err" ]
 	report $? "-h prints the usage on stdout and exits 0"
+}
+
+# ---- Names, and the options of crs-cat for pipelines ---------------------
+
+# The name may follow the options (crs-cat -C -W NAME); an option is never
+# taken for a name, and no stream called '-q' is ever created.
+test_name_operand() {
+	local sub rc prc
+	rm -f "$tmp/out"
+	$T "$CAT" -C -W -q opnd >"$tmp/out" 2>"$tmp/sub.err" &
+	sub=$!
+	seq 3 | $T "$CAT" -P -q -w 1 opnd 2>"$tmp/pub.err"
+	prc=$?
+	wait $sub
+	rc=$?
+	[ $prc -eq 0 ] && [ $rc -eq 0 ] && cmp -s "$tmp/out" <(seq 3)
+	report $? "the name as a trailing operand: 'crs-cat -C -W -q opnd' and 'crs-cat -P -q -w 1 opnd' (publisher $prc, consumer $rc)" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	seq 3 | "$CAT" -P -q 2>"$tmp/err"
+	rc=$?
+	[ $rc -eq 2 ] && grep -q -- "-P needs a stream NAME" "$tmp/err" &&
+		[ -z "$(ls "$CRS_DIR" 2>/dev/null | grep -- '^-')" ]
+	report $? "'crs-cat -P -q' is a usage error and creates no stream named '-q' (status $rc)" "$tmp/err"
+	"$CAT" -C -- -x 2>"$tmp/err"
+	rc=$?
+	[ $rc -eq 2 ] && grep -q "bad stream name '-x'.*nor '-'" "$tmp/err"
+	report $? "a name starting with '-' is refused (status $rc)" "$tmp/err"
+}
+
+# A lockstep publisher with nobody there says so, once; -q silences it.
+test_waiting_notice() {
+	local pub prc rc
+	rm -f "$tmp/pub.err"
+	printf 'a\nb\nc\n' | $T "$CAT" -P lone -b 1 2>"$tmp/pub.err" &
+	pub=$!
+	wait_for_line "$tmp/pub.err" "waiting for a subscriber on 'lone'"
+	$T "$CAT" -q -C lone -d '' 2>/dev/null # a usage error: no subscription
+	$T "$CAT" -q -C lone -b >"$tmp/out" 2>"$tmp/sub.err"
+	rc=$?
+	wait $pub
+	prc=$?
+	[ $prc -eq 0 ] && [ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$(printf 'a\nb\nc\n')" ] &&
+		[ "$(grep -c "waiting for a subscriber" "$tmp/pub.err")" -eq 1 ]
+	report $? "a lockstep publisher with no subscriber says once that it waits for one (publisher $prc, consumer $rc)" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	printf 'a\n' | $T "$CAT" -q -P quiet 2>"$tmp/pub.err" &
+	pub=$!
+	$T "$CAT" -q -W -C quiet >"$tmp/out" 2>"$tmp/sub.err"
+	wait $pub
+	[ ! -s "$tmp/pub.err" ] && [ "$(cat "$tmp/out")" = a ]
+	report $? "with -q the publisher says nothing" "$tmp/pub.err"
+}
+
+# Wait up to 10 s for FILE to hold a line matching PATTERN.
+wait_for_line() {
+	local i
+	for i in $(seq 200); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+	return 1
+}
+
+# --linger: a replay stream of a short input stays open; a subscriber
+# arriving after the end of input still gets everything and the
+# completion. The linger ends by itself.
+test_linger() {
+	local pub prc rc t0 ms
+	rm -f "$tmp/pub.err"
+	t0=$(now_ms)
+	seq 100 | $T "$CAT" -P lin -R 100 --linger 30 2>"$tmp/pub.err" &
+	pub=$!
+	bg_pids+=($pub)
+	wait_for_line "$tmp/pub.err" "lingering 30 s"
+	$T "$CAT" -q -C lin >"$tmp/out" 2>"$tmp/sub.err"
+	rc=$?
+	$T "$CAT" -q -C lin -f '%o\n' >"$tmp/out2" 2>>"$tmp/sub.err"
+	[ $rc -eq 0 ] && cmp -s "$tmp/out" <(seq 100) && cmp -s "$tmp/out2" <(seq 0 99) &&
+		kill -0 $pub 2>/dev/null
+	report $? "--linger 30: after the end of input two late subscribers each get all 100 retained lines and the completion (status $rc)" \
+		"$tmp/pub.err" "$tmp/sub.err"
+	kill -TERM $pub
+	wait $pub
+	printf 'x\n' | $T "$CAT" -q -P lin2 -R 1 --linger 0.3 2>"$tmp/pub.err"
+	prc=$?
+	ms=$(($(now_ms) - t0))
+	[ $prc -eq 0 ] && [ ! -s "$tmp/pub.err" ]
+	report $? "--linger 0.3 with nobody there ends by itself and exits 0 (status $prc)" "$tmp/pub.err"
+}
+
+# --untethered: a stopped subscriber holds a lockstep stream back; with
+# --untethered 0.5 it is cut off (ETIMEDOUT) and the other one gets
+# everything.
+test_untethered() {
+	local a b arc brc prc
+	seq 1 2000 >"$tmp/in.txt"
+	start_fifo_publisher unt "-w 2 --untethered 0.5"
+	"$CAT" -W -C unt -p 1 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	bg_pids+=($a)
+	$T "$CAT" -q -W -C unt >"$tmp/b" 2>"$tmp/b.err" 7>&- &
+	b=$!
+	echo 1 >&7
+	await_output "$tmp/a"
+	kill -STOP $a
+	tail -n +2 "$tmp/in.txt" >&7
+	exec 7>&-
+	wait $b
+	brc=$?
+	wait $fifo_pub
+	prc=$?
+	kill -CONT $a
+	wait $a
+	arc=$?
+	[ $brc -eq 0 ] && [ $prc -eq 0 ] && cmp -s "$tmp/b" "$tmp/in.txt" && [ $arc -eq 1 ] &&
+		one_line "$tmp/a.err" "stream 'unt'.*code $(errno_of ETIMEDOUT)"
+	report $? "--untethered 0.5: a stopped subscriber is cut off with ETIMEDOUT, the other gets all 2000 lines (publisher $prc, A $arc, B $brc)" \
+		"$tmp/pub.err" "$tmp/a.err" "$tmp/b.err"
+}
+
+# --allow-uid/--allow-group/--allow-any: user nobody subscribes (as root
+# only, which can become another user; skipped otherwise).
+test_allow() {
+	if [ "$(id -u)" -ne 0 ] || ! command -v setpriv >/dev/null; then
+		report 0 "--allow-uid/--allow-group/--allow-any: not root or no setpriv (skipped)"
+		return
+	fi
+	local dir args rc prc pub name i=0
+	dir=$(mktemp -d "$(dirname "$tmp")/crs-allow.XXXXXX") || return
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/run"
+	as_nobody() { CRS_DIR=$dir/run setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
+	for args in "--allow-uid 65534" "--allow-uid nobody --allow-uid 1" "--allow-group 65534" "--allow-any" ""; do
+		i=$((i + 1))
+		name=allow$i
+		seq 3 | CRS_DIR=$dir/run $T "$CAT" -q -P $name -w 1 -t 2 $args 2>"$tmp/pub.err" &
+		pub=$!
+		as_nobody $T "$CAT" -q -W -C $name >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		if [ -n "$args" ]; then
+			wait $pub
+			prc=$?
+			[ $rc -eq 0 ] && [ $prc -eq 0 ] && cmp -s "$tmp/out" <(seq 3)
+			report $? "$args: user nobody subscribes and gets everything (publisher $prc, consumer $rc)" \
+				"$tmp/pub.err" "$tmp/err"
+		else
+			kill -TERM $pub
+			wait $pub
+			[ $rc -eq 1 ] && one_line "$tmp/err" "stream '$name'.*code $(errno_of EACCES)"
+			report $? "without --allow-*, user nobody is refused with EACCES (status $rc)" "$tmp/err"
+		fi
+	done
+	rm -rf "$dir"
+}
+
+# -F: follow the name across publishers: one that lingers (not
+# subscribed again), one that completes, one that is killed; one line on
+# stderr at each end and at each new publisher.
+test_follow() {
+	local f frc
+	rm -f "$tmp/f" "$tmp/f.err"
+	"$CAT" -C -F fol >"$tmp/f" 2>"$tmp/f.err" &
+	f=$!
+	bg_pids+=($f)
+	seq 1 3 | $T "$CAT" -q -P fol -R 10 --linger 30 -w 1 2>"$tmp/pub1.err" &
+	local p1=$!
+	bg_pids+=($p1)
+	wait_for_line "$tmp/f.err" "completed after 3 messages; following: waiting"
+	kill -TERM $p1
+	wait $p1 2>/dev/null
+	seq 4 6 | $T "$CAT" -q -P fol -w 1 2>"$tmp/pub2.err"
+	start_fifo_publisher fol "-w 1"
+	echo 7 >&7
+	await_lines "$tmp/f" 7
+	kill -9 $fifo_pub
+	wait $fifo_pub 2>/dev/null
+	exec 7>&-
+	wait_for_line "$tmp/f.err" "publisher died.*after 1 message;"
+	kill -TERM $f
+	wait $f
+	frc=$?
+	[ $frc -eq 143 ] && cmp -s "$tmp/f" <(seq 7) &&
+		[ "$(grep -c "following: waiting for a new publisher" "$tmp/f.err")" -eq 3 ] &&
+		[ "$(grep -c "following a new publisher" "$tmp/f.err")" -eq 2 ] &&
+		grep -q "ended (code $(errno_of EPIPE): publisher died) after 1 message;" "$tmp/f.err"
+	report $? "-F follows three publishers (lingering, completing, killed): 1..7 once each, a line per end and per new publisher (status $frc)" \
+		"$tmp/f.err" "$tmp/pub1.err" "$tmp/pub2.err"
+}
+
+# -e: a late subscriber of a replay stream gets what is retained and
+# exits once caught up, while the publisher lives on.
+test_exit_caught_up() {
+	local a b arc brc prc
+	start_fifo_publisher catchup "-w 1 -R 5"
+	$T "$CAT" -q -W -C catchup -c 20 >"$tmp/a" 2>"$tmp/a.err" 7>&- &
+	a=$!
+	seq 1 20 >&7
+	wait $a
+	arc=$?
+	$T "$CAT" -C catchup -e >"$tmp/b" 2>"$tmp/b.err" 7>&-
+	brc=$?
+	kill -0 $fifo_pub 2>/dev/null
+	local alive=$?
+	exec 7>&-
+	wait $fifo_pub
+	prc=$?
+	[ $arc -eq 0 ] && [ $brc -eq 0 ] && [ $alive -eq 0 ] && [ $prc -eq 0 ] &&
+		cmp -s "$tmp/b" <(seq 16 20) && one_line "$tmp/b.err" "received 5 messages .*caught up (-e)"
+	report $? "-e: a late subscriber gets the 5 retained lines and exits 0 while the publisher lives (B $brc, publisher $prc)" \
+		"$tmp/b.err" "$tmp/pub.err"
+}
+
+# -f: sequence number, length, name, payload, receive time.
+test_format() {
+	local t0 t1 ok=1
+	printf 'a\nbcd\n\n' >"$tmp/in"
+	pass_through fmt '0:1:a|fmt%%\n1:3:bcd|fmt%%\n2:0:|fmt%%\n' "" "-f %o:%S:%s|%t%%\\n"
+	report $? "-f '%o:%S:%s|%t%%\\n' writes sequence, length, payload and name" "$tmp/pub.err" "$tmp/sub.err"
+	printf 'x\0y\n' >"$tmp/in"
+	pass_through fmtb '[x\0y\n]\t' "-b 64" "-f [%s]\\t"
+	report $? "-f '[%s]\\t' with binary payloads writes them as they are" "$tmp/pub.err" "$tmp/sub.err"
+	printf 'one\n' >"$tmp/in"
+	t0=$(date +%s%3N)
+	pass_through fmtt '' "" "-f %T"
+	t1=$(date +%s%3N)
+	[ "$(cat "$tmp/out")" -ge "$t0" ] 2>/dev/null && [ "$(cat "$tmp/out")" -le "$t1" ] && ok=0
+	report $ok "-f %T is the receive time in ms since the epoch ($t0 <= $(cat "$tmp/out") <= $t1)"
+}
+
+# Errors that name what is wrong; --help.
+test_usage_messages() {
+	local bad=0 args want
+	while IFS='|' read -r args want; do
+		eval "set -- $args"
+		"$CAT" "$@" >/dev/null 2>"$tmp/err"
+		if ! grep -q -- "$want" "$tmp/err"; then
+			echo "       | crs-cat $args: no '$want' in: $(head -1 "$tmp/err")"
+			bad=1
+		fi
+	done <<'EOF'
+-Z|unknown option -Z
+-C x -qZ|unknown option -Z
+-C x --bogus|unknown option --bogus
+-P x --linger|--linger needs an argument
+-C x -c|-c needs an argument
+-P x -d ''|'' is none
+-C x -F -e|give one of them
+-C x -f '%q'|bad directive '%q'
+-C x -f x -b|excludes -d and -b
+-C|-C needs a stream NAME
+-C a b|two stream names
+EOF
+	report $bad "usage errors name the option or argument at fault"
+	"$CAT" --help >"$tmp/out" 2>"$tmp/err"
+	[ $? -eq 0 ] && grep -q "^usage: crs-cat -P NAME" "$tmp/out" && [ ! -s "$tmp/err" ]
+	report $? "--help prints the usage on stdout and exits 0"
 }
 
 test_usage
@@ -688,6 +971,15 @@ test_overflow_drop
 test_overflow_error
 test_overflow_latest
 test_on_disconnect
+test_name_operand
+test_waiting_notice
+test_linger
+test_untethered
+test_allow
+test_follow
+test_exit_caught_up
+test_format
+test_usage_messages
 test_long_options_documented
 
 echo "$passed passed, $failed failed"

@@ -225,7 +225,7 @@ static void test_names(void **state)
 	memset(over, 'n', CRS_NAME_MAX + 1);
 	over[CRS_NAME_MAX + 1] = 0;
 	const char *good[] = { "a", "Z", "0", "stream", "A-z_0.9", "a..b",
-			       "a.", "-", "_x", max };
+			       "a.", "a-", "_x", max };
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		if (crs_name_check(good[i]) != 0)
 			fail_msg("good name refused: \"%s\"", good[i]);
@@ -233,7 +233,7 @@ static void test_names(void **state)
 	const char *bad[] = { "",	 ".hidden", ".",      "..",   "a/b",
 			      "/abs",	 "a b",	    "a\nb",   "tab\t", "\x7f",
 			      "caf\xc3\xa9", "\xff", "a*",    "a\\b", "$x",
-			      over };
+			      "-", "-q", "--help", over };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (crs_name_check(bad[i]) != -EINVAL)
 			fail_msg("bad name accepted: \"%s\"", bad[i]);

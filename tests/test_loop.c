@@ -46,7 +46,7 @@ static void on_error(void *ctx, int code, const char *message)
 }
 
 static const struct crs_sub_callbacks callbacks = { on_next, on_complete,
-						    on_error };
+						    on_error, NULL };
 
 struct pub_args {
 	char name[64];

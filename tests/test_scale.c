@@ -76,7 +76,9 @@ static int reader(void *arg, int chan)
 	(void)chan;
 	static struct reading rd[STREAMS];
 	static crs_sub *subs[STREAMS];
-	struct crs_sub_callbacks cb = { on_next, on_complete, on_error };
+	struct crs_sub_callbacks cb = { .on_next = on_next,
+					.on_complete = on_complete,
+					.on_error = on_error };
 	crs_loop *loop;
 	CHECK_EQ(crs_loop_new(&loop), 0);
 	struct crs_sub_opts o;

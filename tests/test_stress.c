@@ -190,7 +190,7 @@ static int child_dispatcher(void *arg, int chan)
 	CHECK_EQ(tu_sub_open(arg, 32, &sub), 0);
 	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
 	struct dctx c = { { 0 }, 0, 0 };
-	struct crs_sub_callbacks cb = { d_next, d_complete, d_error };
+	struct crs_sub_callbacks cb = { d_next, d_complete, d_error, NULL };
 	int r;
 	while ((r = crs_sub_dispatch(sub, &cb, &c, 1000)) >= 0) {
 		if (r == 0 && crs_sub_wait(sub, 30000) == -ETIMEDOUT) {

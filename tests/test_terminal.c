@@ -335,7 +335,7 @@ static int child_dispatch(void *p, int chan)
 	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
 	struct counts c = { 0 };
 	struct crs_sub_callbacks cb = { a->count_only ? NULL : on_next,
-					on_complete, on_error };
+					on_complete, on_error, NULL };
 	uint64_t delivered = 0;
 	int64_t deadline = tu_now_ms() + 20000;
 	int r;

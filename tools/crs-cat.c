@@ -4,7 +4,12 @@
  *   crs-cat -P NAME   publish stdin: a message per line (or per -d byte,
  *                     or per -b fixed-size chunk)
  *   crs-cat -C NAME   copy the stream to stdout, each message followed by
- *                     the delimiter (raw bytes with -b)
+ *                     the delimiter (raw bytes with -b, or as -f formats
+ *                     it); -F follows the name across publishers
+ *
+ * NAME is the argument of -P/-C or a trailing operand (crs-cat -C -W
+ * logs): stream names never start with '-', so an option is never taken
+ * for one.
  *
  * This file owns option parsing, the stdin reader that fills claimed ring
  * space (-b chunks are read straight into the ring; lines are split out
@@ -28,15 +33,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <libutil.h> /* expand_number(3), from libbsd-overlay */
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +71,11 @@ enum {
 	OPT_REPLAY_AGE,
 	OPT_ON_DISCONNECT,
 	OPT_OVERFLOW,
+	OPT_LINGER,
+	OPT_UNTETHERED,
+	OPT_ALLOW_UID,
+	OPT_ALLOW_GROUP,
+	OPT_ALLOW_ANY,
 	OPT_END
 };
 
@@ -71,8 +84,19 @@ static const struct option long_opts[] = {
 	{ "replay-age", required_argument, NULL, OPT_REPLAY_AGE },
 	{ "on-disconnect", required_argument, NULL, OPT_ON_DISCONNECT },
 	{ "overflow", required_argument, NULL, OPT_OVERFLOW },
+	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "untethered", required_argument, NULL, OPT_UNTETHERED },
+	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
+	{ "allow-group", required_argument, NULL, OPT_ALLOW_GROUP },
+	{ "allow-any", no_argument, NULL, OPT_ALLOW_ANY },
+	{ "follow", no_argument, NULL, 'F' },
+	{ "format", required_argument, NULL, 'f' },
+	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+#define MAX_ALLOW_UIDS 8 /* crs_pub_opts.allow_uids */
+#define FORMAT_MAX 256	 /* -f, after its escapes are expanded */
 
 struct cat_opts {
 	int role;		/* 'P' publish stdin, 'C' copy to stdout */
@@ -91,9 +115,20 @@ struct cat_opts {
 	uint32_t on_disconnect; /* enum crs_disconnect */
 	uint32_t overflow;	/* enum crs_overflow */
 	double timeout_s;	/* -t */
+	double linger_s;	/* --linger */
+	uint32_t untethered_ms; /* --untethered */
+	uint32_t allow_uids[MAX_ALLOW_UIDS]; /* --allow-uid */
+	uint32_t n_allow_uids;
+	int allow_group;	/* --allow-group */
+	uint32_t allow_gid;
+	int allow_any;		/* --allow-any */
 	uint64_t count;		/* -c N; 0: no limit */
 	uint64_t prefetch;	/* -p N */
-	int wait_stream;	/* -W */
+	int wait_stream;	/* -W (and -F) */
+	int follow;		/* -F */
+	int caught_up_exit;	/* -e */
+	char format[FORMAT_MAX]; /* -f, escapes expanded; "" none */
+	size_t format_len;
 	int quiet;		/* -q */
 };
 
@@ -146,10 +181,14 @@ static void usage(void)
 	fputs(
 "usage: crs-cat -P NAME [-w N] [-a N] [-t SECONDS] [-r BYTES] [-m BYTES]\n"
 "                       [-d C | -b SIZE] [-R COUNT] [--replay-bytes SIZE]\n"
-"                       [--replay-age SECONDS] [--on-disconnect WHAT]\n"
-"                       [--overflow WHAT] [-q]\n"
-"       crs-cat -C NAME [-c N] [-p N] [-W] [-d C | -b] [-q]\n"
+"                       [--replay-age SECONDS] [--linger SECONDS]\n"
+"                       [--untethered SECONDS] [--on-disconnect WHAT]\n"
+"                       [--overflow WHAT] [--allow-uid UID]\n"
+"                       [--allow-group GROUP] [--allow-any] [-q]\n"
+"       crs-cat -C NAME [-c N] [-p N] [-W] [-F] [-e] [-d C | -b | -f FMT]\n"
+"                       [-q]\n"
 "Publish stdin to the crs stream NAME, or copy stream NAME to stdout.\n"
+"NAME may also follow the options: crs-cat -C -W logs.\n"
 "\n"
 "  -P NAME     publish stdin, one message per line (without the newline);\n"
 "              at end of input complete the stream, wait for subscribers\n"
@@ -157,6 +196,7 @@ static void usage(void)
 "              the publisher holds its input until one requests.\n"
 "  -C NAME     write each message to stdout followed by the delimiter\n"
 "  -d C        delimiter instead of newline: one byte, or \\0 \\t \\n \\r \\\\\n"
+"              (an empty -d '' is not a delimiter: use -d '\\0' for NUL)\n"
 "  -b SIZE     -P: publish SIZE-byte chunks (the last may be shorter);\n"
 "              -C: write messages as raw bytes (SIZE is optional there)\n"
 "  -w N        -P: publish nothing before N subscribers are present\n"
@@ -177,6 +217,15 @@ static void usage(void)
 "  --replay-age SECONDS\n"
 "              -P: a replay stream keeping messages younger than this\n"
 "              (fractions allowed); bounds given together all apply\n"
+"  --linger SECONDS\n"
+"              -P: keep the stream open this long after the end of input,\n"
+"              so that late subscribers of a replay stream still get the\n"
+"              retained messages and the completion\n"
+"  --untethered SECONDS\n"
+"              -P: cut off a subscriber that holds the stream back\n"
+"              without reading or requesting for this long (it fails\n"
+"              with ETIMEDOUT); by default a stopped subscriber holds\n"
+"              every other one\n"
 "  --on-disconnect none|error|complete\n"
 "              -P: what subscribers get when a signal stops the publisher:\n"
 "              nothing (EPIPE once it closes), ECANCELED (the default),\n"
@@ -186,13 +235,30 @@ static void usage(void)
 "              can go (block, the default), fails the stream with ENOBUFS\n"
 "              (error), is discarded and counted (drop), or only the\n"
 "              newest is kept (latest)\n"
+"  --allow-uid UID\n"
+"              -P: let user UID (a number or a name) subscribe too; up to\n"
+"              8 times\n"
+"  --allow-group GROUP\n"
+"              -P: let members of GROUP (by their primary group) subscribe\n"
+"  --allow-any -P: let any user subscribe\n"
 "  -c N        -C: exit after N messages, cancelling the subscription\n"
 "  -p N        -C: prefetch, request N messages at a time (default 128)\n"
 "  -W          -C: wait for the stream to appear instead of failing\n"
+"  -F, --follow\n"
+"              -C: like tail -F: when the stream ends or its publisher\n"
+"              goes away, say so and wait for a new publisher of NAME,\n"
+"              then go on with its messages (implies -W)\n"
+"  -e          -C: exit once caught up: when everything published so far\n"
+"              has been read (or the stream ended)\n"
+"  -f, --format FMT\n"
+"              -C: write each message as FMT says: %s payload, %S its\n"
+"              length, %o its sequence number, %T receive time (ms since\n"
+"              the epoch), %t the stream name, %% a %; \\n \\t \\r \\0 \\\\\n"
 "  -q          no informational lines on stderr\n"
-"  -h          show this help\n"
-"Sizes take K, M, G suffixes (powers of 1024). Streams live in $CRS_DIR,\n"
-"else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
+"  -h, --help  show this help\n"
+"Sizes take K, M, G suffixes (powers of 1024). Stream names use\n"
+"[A-Za-z0-9._-] and start with neither '.' nor '-'. Streams live in\n"
+"$CRS_DIR, else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
 "Exit status: 0 done, 1 stream or I/O error, 2 usage error.\n",
 	      stdout);
 }
@@ -317,9 +383,10 @@ static int check_role(const struct cat_opts *o, const unsigned char *seen)
 {
 	static const int only_pub[] = {
 		'w', 'a', 't', 'r', 'm', 'R', OPT_REPLAY_BYTES, OPT_REPLAY_AGE,
-		OPT_ON_DISCONNECT, OPT_OVERFLOW, 0
+		OPT_ON_DISCONNECT, OPT_OVERFLOW, OPT_LINGER, OPT_UNTETHERED,
+		OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_ALLOW_ANY, 0
 	};
-	static const int only_sub[] = { 'c', 'p', 'W', 0 };
+	static const int only_sub[] = { 'c', 'p', 'W', 'F', 'e', 'f', 0 };
 	for (const int *c = only_pub; *c; c++)
 		if (o->role == 'C' && seen[*c])
 			return usage_error("%s is an option of -P", opt_name(*c));
@@ -328,6 +395,12 @@ static int check_role(const struct cat_opts *o, const unsigned char *seen)
 			return usage_error("%s is an option of -C", opt_name(*c));
 	if (seen['d'] && seen['b'])
 		return usage_error("-d and -b exclude each other");
+	if (seen['f'] && (seen['d'] || seen['b']))
+		return usage_error("-f writes each message as it says: it "
+				   "excludes -d and -b");
+	if (seen['F'] && seen['e'])
+		return usage_error("-F follows the stream for ever; -e exits "
+				   "once caught up: give one of them");
 	if (o->role == 'P' && o->binary && !o->chunk)
 		return usage_error("-b needs a chunk SIZE with -P");
 	return PARSE_OK;
@@ -372,6 +445,107 @@ static int take_replay(struct cat_opts *o, int c)
 	}
 }
 
+/* The option getopt stopped at, for the error line: "-Z" or "--bogus". */
+static const char *bad_opt(char **argv)
+{
+	static char buf[4];
+	if (optopt > 0 && optopt < 256) {
+		snprintf(buf, sizeof(buf), "-%c", optopt);
+		return buf;
+	}
+	if (optopt >= 256)
+		return opt_name(optopt);
+	return argv[optind - 1];
+}
+
+/* --untethered SECONDS: fractions allowed, rounded up to a millisecond. */
+static int take_untethered(struct cat_opts *o)
+{
+	double t;
+	if (parse_seconds(optarg, &t) || t <= 0 || t * 1000.0 > UINT32_MAX)
+		return usage_error("--untethered: bad seconds '%s'", optarg);
+	o->untethered_ms = (uint32_t)(t * 1000.0);
+	if ((double)o->untethered_ms < t * 1000.0)
+		o->untethered_ms++;
+	return PARSE_OK;
+}
+
+/* A user or group: a number, or a name the system knows. */
+static int parse_id(const char *s, int group, uint32_t *out)
+{
+	uint64_t n;
+	if (parse_count(s, 0, UINT32_MAX - 1, &n) == 0) {
+		*out = (uint32_t)n;
+		return 0;
+	}
+	if (group) {
+		const struct group *g = getgrnam(s);
+		if (!g)
+			return -1;
+		*out = g->gr_gid;
+	} else {
+		const struct passwd *pw = getpwnam(s);
+		if (!pw)
+			return -1;
+		*out = pw->pw_uid;
+	}
+	return 0;
+}
+
+static int take_allow_uid(struct cat_opts *o)
+{
+	if (o->n_allow_uids == MAX_ALLOW_UIDS)
+		return usage_error("--allow-uid: at most %d users (for more, "
+				   "--allow-group or --allow-any)",
+				   MAX_ALLOW_UIDS);
+	if (parse_id(optarg, 0, &o->allow_uids[o->n_allow_uids]) < 0)
+		return usage_error("--allow-uid: no such user '%s'", optarg);
+	o->n_allow_uids++;
+	return PARSE_OK;
+}
+
+static int take_allow_group(struct cat_opts *o)
+{
+	if (parse_id(optarg, 1, &o->allow_gid) < 0)
+		return usage_error("--allow-group: no such group '%s'", optarg);
+	o->allow_group = 1;
+	return PARSE_OK;
+}
+
+/* -f FMT: expand the backslash escapes into o->format and check the %
+ * directives, so that writing a message never meets a bad one. */
+static int parse_format(const char *s, struct cat_opts *o)
+{
+	size_t n = 0;
+	for (const char *p = s; *p; p++) {
+		if (n + 2 >= sizeof(o->format))
+			return usage_error("-f: longer than %d bytes",
+					   FORMAT_MAX - 2);
+		int d;
+		char e[3] = { '\\', p[1], 0 };
+		if (*p == '\\') {
+			if (!p[1] || parse_delim(e, &d) < 0)
+				return usage_error("-f: bad escape '\\%.1s' (\\n "
+						   "\\t \\r \\0 \\\\)",
+						   p + 1);
+			o->format[n++] = (char)d;
+			p++;
+		} else if (*p == '%') {
+			if (!p[1] || !strchr("sSoTt%", p[1]))
+				return usage_error("-f: bad directive '%%%.1s' "
+						   "(%%s %%S %%o %%T %%t %%%%)",
+						   p + 1);
+			o->format[n++] = '%';
+			o->format[n++] = *++p;
+		} else {
+			o->format[n++] = *p;
+		}
+	}
+	o->format[n] = 0;
+	o->format_len = n;
+	return PARSE_OK;
+}
+
 /* One option. Returns PARSE_OK, or an exit status. */
 static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 {
@@ -382,12 +556,44 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 		if (o->role)
 			return usage_error("give one of -P and -C, once");
 		o->role = c;
-		o->name = optarg;
+		/* -CNAME, -C NAME, or NAME after the options: a next word
+		 * that starts with '-' is an option (names never do). */
+		if (optarg)
+			o->name = optarg;
+		else if (optind < argc && argv[optind][0] != '-')
+			o->name = argv[optind++];
 		return PARSE_OK;
 	case 'd':
+		if (!*optarg)
+			return usage_error("-d: the delimiter is one byte, and "
+					   "'' is none (for NUL say -d '\\0'; "
+					   "for raw messages, -b)");
 		return parse_delim(optarg, &o->delim) < 0
-			       ? usage_error("-d: bad delimiter '%s'", optarg)
+			       ? usage_error("-d: bad delimiter '%s' (one byte, "
+					     "or \\0 \\t \\n \\r \\\\)",
+					     optarg)
 			       : PARSE_OK;
+	case 'f':
+		return parse_format(optarg, o);
+	case OPT_LINGER:
+		return parse_seconds(optarg, &o->linger_s)
+			       ? usage_error("--linger: bad seconds '%s'", optarg)
+			       : PARSE_OK;
+	case OPT_UNTETHERED:
+		return take_untethered(o);
+	case OPT_ALLOW_UID:
+		return take_allow_uid(o);
+	case OPT_ALLOW_GROUP:
+		return take_allow_group(o);
+	case OPT_ALLOW_ANY:
+		o->allow_any = 1;
+		return PARSE_OK;
+	case 'F':
+		o->follow = o->wait_stream = 1;
+		return PARSE_OK;
+	case 'e':
+		o->caught_up_exit = 1;
+		return PARSE_OK;
 	case 'b':
 		return take_chunk(o, argc, argv);
 	case 'r':
@@ -441,8 +647,10 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 	case 'h':
 		usage();
 		return EXIT_SUCCESS;
+	case ':':
+		return usage_error("%s needs an argument", bad_opt(argv));
 	default:
-		return usage_error("unknown option or missing argument");
+		return usage_error("unknown option %s", bad_opt(argv));
 	}
 }
 
@@ -457,8 +665,23 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
 				.overflow = CRS_OVERFLOW_BLOCK };
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+P:C:d:b::r:m:w:a:t:c:p:R:Wqh",
-				long_opts, NULL)) != -1) {
+	const char *operand = NULL;
+	for (;;) {
+		c = getopt_long(argc, argv, "+:P::C::d:b::r:m:w:a:t:c:p:R:WFef:qh",
+				long_opts, NULL);
+		if (c == -1) {
+			/* A word that is no option: the one NAME operand,
+			 * after which options may go on, unless "--" ended
+			 * them (getopt then keeps returning to the word
+			 * after it: parse no further). */
+			int ended = !strcmp(argv[optind - 1], "--");
+			if (optind >= argc || operand)
+				break;
+			operand = argv[optind++];
+			if (ended)
+				break;
+			continue;
+		}
 		int rc = take_opt(o, c, argc, argv);
 		if (rc != PARSE_OK)
 			return rc;
@@ -470,9 +693,19 @@ static int parse_args(int argc, char **argv, struct cat_opts *o)
 	if (!o->role)
 		return usage_error("give -P NAME to publish or -C NAME to "
 				   "consume");
+	if (operand && o->name)
+		return usage_error("two stream names: '%s' and '%s'", o->name,
+				   operand);
+	if (operand)
+		o->name = operand;
+	if (!o->name)
+		return usage_error("-%c needs a stream NAME (as its argument or "
+				   "after the options)",
+				   o->role);
 	if (crs_name_check(o->name) < 0)
 		return usage_error("bad stream name '%s' (use [A-Za-z0-9._-], "
-				   "at most %d, not starting with '.')",
+				   "at most %d, starting with neither '.' nor "
+				   "'-')",
 				   o->name, CRS_NAME_MAX);
 	int rc = check_role(o, seen);
 	if (rc == PARSE_OK && o->role == 'P')
@@ -546,6 +779,11 @@ static void signals_reraise(void)
 	raise(g_signal);
 }
 
+static const char *plural(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -580,6 +818,8 @@ struct pub_run {
 	int eof;	 /* stdin ended */
 	int held;	 /* input waits for demand or room (block) */
 	int64_t deadline; /* ms: -t at the end; 0 none */
+	int64_t linger_until; /* ms: --linger, from the completion; 0 none */
+	int told_waiting; /* said once that nobody has subscribed */
 	/* Lines: buf[start, end) is unpublished input, of which the first
 	 * `scanned` bytes hold no delimiter. */
 	char *buf;
@@ -849,14 +1089,22 @@ static void pub_complete(struct pub_run *p)
 	}
 	if (o->overflow == CRS_OVERFLOW_DROP ||
 	    o->overflow == CRS_OVERFLOW_LATEST)
-		info("published %" PRIu64 " messages (%" PRIu64 " bytes) to "
+		info("published %" PRIu64 " message%s (%" PRIu64 " byte%s) to "
 		     "'%s', dropped %" PRIu64,
-		     p->messages, p->bytes, o->name,
-		     crs_pub_dropped(p->pub));
+		     p->messages, plural(p->messages), p->bytes,
+		     plural(p->bytes), o->name, crs_pub_dropped(p->pub));
 	else
-		info("published %" PRIu64 " messages (%" PRIu64 " bytes) to "
+		info("published %" PRIu64 " message%s (%" PRIu64 " byte%s) to "
 		     "'%s'",
-		     p->messages, p->bytes, o->name);
+		     p->messages, plural(p->messages), p->bytes,
+		     plural(p->bytes), o->name);
+	if (o->linger_s > 0) {
+		p->linger_until = now_ms() + (int64_t)(o->linger_s * 1000.0 + 0.5);
+		p->deadline = p->linger_until +
+			      (int64_t)(o->timeout_s * 1000.0 + 0.5);
+		info("lingering %g s for late subscribers of '%s'", o->linger_s,
+		     o->name);
+	}
 	p->phase = PH_DRAINING;
 }
 
@@ -880,7 +1128,8 @@ static void pub_timeout(struct pub_run *p)
 	fprintf(stderr,
 		"crs-cat: stream '%s': %d subscriber%s had not consumed "
 		"everything after %g s\n",
-		o->name, n, n == 1 ? "" : "s", o->timeout_s);
+		o->name, n, plural((uint64_t)n),
+		o->timeout_s + (p->linger_until ? o->linger_s : 0));
 	p->phase = PH_DONE;
 }
 
@@ -915,6 +1164,14 @@ static void pump(struct pub_run *p)
 			lines_pump(p);
 		int done = p->eof && (o->binary ? !p->claim && !p->staging
 					       : p->start == p->end);
+		if (p->held && !p->told_waiting && o->wait_subs == 0 &&
+		    crs_pub_subscribers(p->pub) == 0) {
+			/* Lockstep with nobody there: nothing can go. */
+			p->told_waiting = 1;
+			info("waiting for a subscriber on '%s' (nothing is sent "
+			     "before one requests)",
+			     o->name);
+		}
 		if (p->err || done) {
 			pub_watch(p, 0);
 		} else {
@@ -932,7 +1189,8 @@ static void pump(struct pub_run *p)
 			return;
 		pub_complete(p);
 	}
-	if (p->phase == PH_DRAINING && crs_pub_wait_consumed(p->pub, 0) == 0)
+	if (p->phase == PH_DRAINING && now_ms() >= p->linger_until &&
+	    crs_pub_wait_consumed(p->pub, 0) == 0)
 		p->phase = PH_DONE;
 }
 
@@ -951,6 +1209,19 @@ static void pub_loop(struct pub_run *p)
 			due = p->stage_at;
 		if (p->deadline && p->deadline < due)
 			due = p->deadline;
+		if (p->linger_until && p->phase == PH_DRAINING &&
+		    p->linger_until < due)
+			due = p->linger_until;
+		/* --untethered: the loop sleeps until something happens,
+		 * and a stopped subscriber makes nothing happen; look a few
+		 * times per period, so that crs_pub_poll() evicts it. */
+		int64_t evict_at = INT64_MAX;
+		if (p->o->untethered_ms) {
+			int64_t step = p->o->untethered_ms / 4;
+			evict_at = now_ms() + (step > 10 ? step : 10);
+			if (evict_at < due)
+				due = evict_at;
+		}
 		int64_t left = due - now_ms();
 		int timeout = due == INT64_MAX ? -1
 			      : left <= 0	? 0
@@ -964,6 +1235,8 @@ static void pub_loop(struct pub_run *p)
 			break;
 		}
 		int64_t now = now_ms();
+		if (now >= evict_at && crs_pub_poll(p->pub) >= 0)
+			pump(p);
 		if (p->stage_at && now >= p->stage_at) {
 			/* Held a tick: read on into the stage. */
 			p->stage_at = 0;
@@ -979,6 +1252,9 @@ static void pub_loop(struct pub_run *p)
 			}
 			pump(p);
 		}
+		if (p->linger_until && now >= p->linger_until &&
+		    p->phase == PH_DRAINING)
+			pump(p); /* the linger is over */
 		if (p->deadline && now >= p->deadline &&
 		    (p->phase == PH_FLUSHING || p->phase == PH_DRAINING)) {
 			pump(p); /* a last look */
@@ -1003,6 +1279,12 @@ static int pub_create(const struct cat_opts *o, crs_pub **pub)
 		po.replay_bytes = o->replay_bytes;
 		po.replay_age_ms = o->replay_age_ms;
 	}
+	po.untethered_ms = o->untethered_ms;
+	po.allow_uid_any = (uint32_t)o->allow_any;
+	po.allow_group = (uint32_t)o->allow_group;
+	po.allow_gid = o->allow_gid;
+	po.n_allow_uids = o->n_allow_uids;
+	memcpy(po.allow_uids, o->allow_uids, sizeof(po.allow_uids));
 	return crs_pub_create(o->name, &po, pub);
 }
 
@@ -1014,7 +1296,7 @@ static int run_publisher(const struct cat_opts *o)
 		return fail(o->name,
 			    err == -EEXIST ? "another publisher owns the name"
 					   : "cannot create the stream",
-			    err, NULL);
+			    err, crs_errmsg());
 	struct pub_run p = { .pub = pub, .o = o };
 	if (!o->binary) {
 		p.cap = o->max_message + READ_BLOCK;
@@ -1111,8 +1393,9 @@ struct sub_run {
 	const struct cat_opts *o;
 	struct out out;
 	int delim;
-	uint64_t messages;
+	uint64_t messages; /* over every publisher followed (-F) */
 	uint64_t bytes;
+	uint64_t this_messages; /* from the current publisher */
 	int err;	  /* -errno: stdout failed (or the loop did) */
 	const char *what;
 	int stop;	  /* -c reached, stdout failed, or the stream ended */
@@ -1120,35 +1403,135 @@ struct sub_run {
 	struct crs_end end;
 };
 
+/* The socket a stream is published on ("<dir>/<name>.sock", where
+ * crs_runtime_dir() says), so that -F can tell the publisher it followed
+ * from a new one of the same name. 0, or -errno if there is none. */
+static int sock_ident(const char *name, struct stat *st)
+{
+	char dir[4096], path[4096 + CRS_NAME_MAX + 8];
+	int err = crs_runtime_dir(dir, sizeof(dir));
+	if (err < 0)
+		return err;
+	snprintf(path, sizeof(path), "%s/%s.sock", dir, name);
+	return stat(path, st) < 0 ? -errno : 0;
+}
+
+static int same_ident(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Whether a failed open is worth another try while waiting (-W, -F):
+ * no stream yet, a publisher that went away during the handshake, and
+ * with -F one that does not answer (stopped) or left a stale socket. */
+static int retry_open(const struct cat_opts *o, int err)
+{
+	return err == -ENOENT || err == -ECONNRESET ||
+	       (o->follow && (err == -ETIMEDOUT || err == -ECONNREFUSED));
+}
+
 /* Open the stream; with -W, retry until it appears (or a signal), also
- * after a publisher that went away during the handshake. */
-static int sub_open(const struct cat_opts *o, crs_sub **sub)
+ * after a publisher that went away during the handshake. With `old`
+ * (-F, after an end), first wait until the publisher followed so far has
+ * left its socket, so that a lingering one is not subscribed again; and
+ * note in *old the socket of the publisher now subscribed to (all zero,
+ * matching none, if it changed while we subscribed). */
+static int sub_open(const struct cat_opts *o, struct stat *old, int gap,
+		    crs_sub **sub)
 {
 	struct crs_sub_opts so;
 	crs_sub_opts_init(&so);
 	/* -c N is take(N): demand is managed by sub_take_more(). */
 	so.prefetch = o->count ? 0 : (uint32_t)o->prefetch;
 	so.wait_ms = o->wait_stream ? TICK_MS : 0;
+	struct stat st, after;
+	while (gap && !g_signal && sock_ident(o->name, &st) == 0 &&
+	       same_ident(&st, old)) {
+		struct timespec nap = { 0, TICK_MS * 1000000L };
+		nanosleep(&nap, NULL); /* a signal cuts it short */
+	}
 	for (;;) {
+		if (g_signal)
+			return -EINTR;
+		int before = o->follow ? sock_ident(o->name, &st) : -1;
 		int err = crs_sub_open(o->name, &so, sub);
-		if ((err != -ENOENT && err != -ECONNRESET) ||
-		    !o->wait_stream || g_signal)
+		if (!err && o->follow) {
+			/* The socket before and after subscribing: the same
+			 * one is surely ours; one that appeared meanwhile
+			 * (-W waits inside crs_sub_open) most likely. */
+			memset(old, 0, sizeof(*old));
+			if (sock_ident(o->name, &after) == 0 &&
+			    (before < 0 || same_ident(&st, &after)))
+				*old = after;
+		}
+		if (!retry_open(o, err) || !o->wait_stream)
 			return err;
+		if (err != -ENOENT) {
+			struct timespec nap = { 0, TICK_MS * 1000000L };
+			nanosleep(&nap, NULL);
+		}
 	}
 }
 
 /* -c N: request in prefetch-sized batches, replenishing at 75% as the
- * library's prefetch does, but never asking for more than N in all. The
- * count requested is never 0, so the request cannot fail. */
+ * library's prefetch does, but never asking for more than N in all
+ * (over every publisher followed). The count requested is never 0, so
+ * the request cannot fail. */
 static void sub_take_more(struct sub_run *s)
 {
-	uint64_t req = crs_sub_requested(s->sub);
-	uint64_t owed = req - crs_sub_received(s->sub);
-	uint64_t batch = s->o->prefetch, limit = s->o->count;
-	if (req >= limit || owed > batch / 4)
+	uint64_t owed = crs_sub_requested(s->sub) - crs_sub_received(s->sub);
+	uint64_t batch = s->o->prefetch, need = s->o->count - s->messages;
+	if (owed >= need || owed > batch / 4)
 		return;
 	uint64_t n = batch - owed;
-	crs_sub_request(s->sub, n < limit - req ? n : limit - req);
+	crs_sub_request(s->sub, n < need - owed ? n : need - owed);
+}
+
+/* -f: one message as the format says. */
+static int out_format(struct out *w, const struct cat_opts *o,
+		      const struct crs_msg *m)
+{
+	const char *f = o->format, *end = f + o->format_len;
+	char num[32];
+	int err = 0;
+	while (!err && f < end) {
+		const char *pct = memchr(f, '%', (size_t)(end - f));
+		size_t lit = pct ? (size_t)(pct - f) : (size_t)(end - f);
+		if (lit)
+			err = out_put(w, f, lit, -1);
+		if (err || !pct)
+			break;
+		f = pct + 2;
+		switch (pct[1]) {
+		case 's':
+			err = out_put(w, m->data, m->len, -1);
+			continue;
+		case 't':
+			err = out_put(w, o->name, strlen(o->name), -1);
+			continue;
+		case '%':
+			err = out_put(w, "%", 1, -1);
+			continue;
+		case 'S':
+			snprintf(num, sizeof(num), "%zu", m->len);
+			break;
+		case 'o':
+			snprintf(num, sizeof(num), "%" PRIu64, m->seq);
+			break;
+		default: { /* 'T' */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			snprintf(num, sizeof(num), "%lld",
+				 (long long)ts.tv_sec * 1000 +
+					 ts.tv_nsec / 1000000);
+			break;
+		}
+		}
+		err = out_put(w, num, strlen(num), -1);
+	}
+	return err;
 }
 
 /* on_next: copy to the output. Reaching -c N or failing to write
@@ -1158,8 +1541,11 @@ static void sub_on_next(void *ctx, const struct crs_msg *m)
 	struct sub_run *s = ctx;
 	if (s->stop)
 		return;
-	int err = out_put(&s->out, m->data, m->len, s->delim);
+	int err = s->o->format_len
+			  ? out_format(&s->out, s->o, m)
+			  : out_put(&s->out, m->data, m->len, s->delim);
 	s->messages++;
+	s->this_messages++;
 	s->bytes += m->len;
 	if (err) {
 		s->err = err;
@@ -1195,18 +1581,39 @@ static void sub_on_error(void *ctx, int code, const char *message)
 }
 
 static const struct crs_sub_callbacks sub_callbacks = {
-	sub_on_next, sub_on_complete, sub_on_error
+	sub_on_next, sub_on_complete, sub_on_error, NULL
 };
 
+/* -e: deliver what is there without waiting. A poll that finds nothing
+ * while the subscription has demand left has read everything the
+ * publisher committed: caught up. */
+static void sub_catch_up(struct sub_run *s)
+{
+	while (!s->stop && !g_signal) {
+		int n = crs_sub_dispatch(s->sub, &sub_callbacks, s, 256);
+		if (n == 0 && crs_sub_requested(s->sub) >
+				      crs_sub_received(s->sub))
+			break; /* caught up */
+		if (n == 0 && s->o->count)
+			sub_take_more(s);
+		else if (n < 0)
+			break; /* ended: the callbacks saw it */
+	}
+	if (!s->stop)
+		crs_sub_cancel(s->sub);
+	s->stop = 1;
+}
+
 /* Copy messages to stdout until the stream ends, -c N is reached, a
- * signal arrives or stdout fails. Output is flushed whenever the stream
- * pauses for FLUSH_IDLE_MS; with nothing to flush, the loop sleeps until
- * the stream or a signal wakes it. Returns 0 or -errno with s->what. */
+ * signal arrives or stdout fails (with -e: until caught up). Output is
+ * flushed whenever the stream pauses for FLUSH_IDLE_MS; with nothing to
+ * flush, the loop sleeps until the stream or a signal wakes it. Returns
+ * 0 or -errno with s->what. */
 static int sub_copy(struct sub_run *s)
 {
-	crs_loop *loop;
-	int err = loop_new(&loop);
-	if (!err)
+	crs_loop *loop = NULL;
+	int err = s->o->caught_up_exit ? 0 : loop_new(&loop);
+	if (!err && loop)
 		err = crs_loop_add_sub(loop, s->sub, &sub_callbacks, s);
 	if (err) {
 		if (loop)
@@ -1216,6 +1623,8 @@ static int sub_copy(struct sub_run *s)
 	}
 	if (s->o->count)
 		sub_take_more(s);
+	if (!loop)
+		sub_catch_up(s);
 	while (!s->stop && !g_signal) {
 		int r = crs_loop_run(loop, s->out.len ? FLUSH_IDLE_MS : -1);
 		if (r == -EINTR)
@@ -1231,7 +1640,8 @@ static int sub_copy(struct sub_run *s)
 			break;
 		}
 	}
-	crs_loop_free(loop);
+	if (loop)
+		crs_loop_free(loop);
 	if (!s->err && (err = out_flush(&s->out)) != 0) {
 		s->err = err;
 		s->what = "cannot write stdout";
@@ -1252,22 +1662,43 @@ static int sub_report(struct sub_run *s, int err)
 	if (s->ended && s->end.code)
 		return fail(o->name, "the stream failed", s->end.code,
 			    s->end.message);
-	info("received %" PRIu64 " messages (%" PRIu64 " bytes) from '%s'%s",
-	     s->messages, s->bytes, o->name,
-	     s->ended ? "" : ", then cancelled (-c)");
+	info("received %" PRIu64 " message%s (%" PRIu64 " byte%s) from "
+	     "'%s'%s",
+	     s->messages, plural(s->messages), s->bytes, plural(s->bytes),
+	     o->name,
+	     s->ended		   ? ""
+	     : o->caught_up_exit ? ", caught up (-e)"
+				   : ", then cancelled (-c)");
 	return EXIT_SUCCESS;
 }
 
 static int open_error(const struct cat_opts *o, int err)
 {
 	if (err != -ENOENT)
-		return fail(o->name, "cannot subscribe", err, NULL);
+		return fail(o->name, "cannot subscribe", err, crs_errmsg());
 	char dir[4096], what[4200];
 	if (crs_runtime_dir(dir, sizeof(dir)) < 0)
 		snprintf(dir, sizeof(dir), "the runtime directory (none yet)");
 	snprintf(what, sizeof(what),
 		 "no such stream: no publisher in %s (-W waits for one)", dir);
 	return fail(o->name, what, err, NULL);
+}
+
+/* -F: the stream ended; say how, as the one line of this gap's start. */
+static void follow_gap(const struct sub_run *s)
+{
+	char how[CRS_ERRMSG_MAX + 64];
+	int code = s->end.code;
+	if (!code)
+		snprintf(how, sizeof(how), "completed");
+	else
+		snprintf(how, sizeof(how), "ended (code %d: %s)", code,
+			 s->end.message[0] ? s->end.message
+					   : crs_strerror(code));
+	fprintf(stderr,
+		"crs-cat: stream '%s': %s after %" PRIu64 " message%s; "
+		"following: waiting for a new publisher\n",
+		s->o->name, how, s->this_messages, plural(s->this_messages));
 }
 
 static int run_consumer(const struct cat_opts *o)
@@ -1279,14 +1710,35 @@ static int run_consumer(const struct cat_opts *o)
 	if (!s.out.buf)
 		return fail(o->name, "cannot allocate the output buffer",
 			    ENOMEM, NULL);
-	int err = sub_open(o, &s.sub);
-	int rc;
-	if (err) {
-		rc = g_signal ? EXIT_STREAM : open_error(o, err);
-	} else {
+	/* -F: the socket of the publisher subscribed to, so that after it
+	 * ended (a gap) only a new one is subscribed. */
+	struct stat old;
+	int gap = 0, rc = EXIT_SUCCESS;
+	for (;;) {
+		int err = sub_open(o, &old, gap, &s.sub);
+		if (err) {
+			rc = g_signal ? EXIT_STREAM : open_error(o, err);
+			break;
+		}
+		if (gap)
+			fprintf(stderr,
+				"crs-cat: stream '%s': following a new "
+				"publisher; what was published in between "
+				"is not seen\n",
+				o->name);
 		err = sub_copy(&s);
-		rc = sub_report(&s, err);
-		crs_sub_close(s.sub); /* cancels after a signal */
+		if (!o->follow || err || g_signal || !s.ended) {
+			rc = sub_report(&s, err);
+			crs_sub_close(s.sub); /* cancels after a signal */
+			break;
+		}
+		/* -F: this publisher is done with us; wait for the next. */
+		follow_gap(&s);
+		gap = 1;
+		crs_sub_close(s.sub);
+		s.sub = NULL;
+		s.stop = s.ended = 0;
+		s.this_messages = 0;
 	}
 	free(s.out.buf);
 	return rc;

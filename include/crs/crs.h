@@ -9,7 +9,8 @@
  *
  * Conventions (as in liburing): every call returns 0 or a count on success
  * and a negative errno value (or a negative CRS_E* code) on failure;
- * crs_strerror() explains each. Handles are opaque. A handle may be used by
+ * crs_strerror() explains each, and crs_errmsg() says what the last
+ * failing open or create found. Handles are opaque. A handle may be used by
  * one thread at a time; different handles are independent.
  */
 #ifndef CRS_CRS_H
@@ -33,7 +34,9 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Demand value meaning "unbounded" (the analogue of Long.MAX_VALUE). */
 #define CRS_UNBOUNDED UINT64_MAX
 
-/* Longest stream name; names use [A-Za-z0-9._-] and do not start with '.'. */
+/* Longest stream name; names use [A-Za-z0-9._-] and start with neither
+ * '.' (no hidden or climbing names) nor '-' (a name on a command line
+ * never reads as an option). */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
@@ -46,6 +49,9 @@ enum {
 	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
 	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
 	CRS_EVERSION,	/* peer speaks another layout or handshake version */
+	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
+			   what was published between the old stream's end
+			   and its first message is missed */
 	CRS_ELAST
 };
 
@@ -92,6 +98,14 @@ struct crs_pub_opts {
 	uint32_t allow_gid;
 	uint32_t n_allow_uids;
 	uint32_t allow_uids[8];
+	/* Slot quotas, so that one process or one user cannot take every
+	 * slot: most slots the subscribers of one process (by pid, as the
+	 * kernel reports it) may hold, 0 (default): half of max_subscribers
+	 * rounded up; most slots of one uid, 0 (default): no bound beyond
+	 * max_subscribers. A subscriber over either is refused with
+	 * EDQUOT, on a full stream with EUSERS; crs_errmsg() says which. */
+	uint32_t max_per_process;
+	uint32_t max_per_uid;
 	uint32_t overflow;	  /* enum crs_overflow, for crs_pub_offer */
 	uint32_t on_disconnect;	  /* enum crs_disconnect */
 	int32_t auto_connect;	  /* connect once this many subscribers have
@@ -127,10 +141,37 @@ struct crs_sub_opts {
 			      0 = manual crs_sub_request() only; default 128 */
 	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
 			      with -ENOENT (default), -1 forever */
-	int handshake_ms;  /* how long the publisher may take to answer;
+	int handshake_ms;  /* how long the publisher may take to accept and
+			      answer, from the first attempt that finds
+			      its socket (a stopped publisher with a full
+			      backlog included: no step blocks past it);
 			      0 = default 5000, -1 forever */
 	int spin_us;	   /* crs_sub_wait polls this long before it sleeps
 			      in the kernel: 0 default (20 us), -1 never */
+	/* 1: crs_sub_open returns at once, and the stream is opened by the
+	 * polls, waits and crs_loop runs that follow, never blocking them
+	 * (as Aeron's async add_subscription): polls return 0 until it is
+	 * open. An open that fails (no stream within wait_ms, a refusal,
+	 * no answer within handshake_ms) ends the subscription: -CRS_EEND,
+	 * and crs_sub_end() holds the code crs_sub_open would have
+	 * returned, as a positive number (ENOENT, EACCES, ETIMEDOUT...). */
+	int async;
+	/* 1: follow the name across publisher restarts, as tail -F does.
+	 * When the stream ends (completion, error, EPIPE), the end is
+	 * delivered as usual; the subscription then waits for the
+	 * publisher to go away (close or die) and for a new publisher of
+	 * the name, which may take forever (failed attempts are retried
+	 * after 10 ms, doubling to 1 s), and reports it once: crs_sub_poll
+	 * returns -CRS_EGAP (crs_sub_dispatch calls on_gap), crs_sub_end()
+	 * is NULL again, crs_sub_stream_id() is the new publisher's, and
+	 * the new stream's messages follow (sequence numbers are the new
+	 * publisher's). Demand left outstanding carries over; with a
+	 * prefetch it is replenished as usual. None of this ever blocks:
+	 * a poll that finds the new publisher starts opening it as
+	 * `async` does. Following stops for good at an end of the
+	 * subscriber's own making: crs_sub_cancel, request(0), eviction
+	 * by the publisher, or a protocol violation it found. */
+	int follow;
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
@@ -155,6 +196,9 @@ struct crs_sub_callbacks {
 	void (*on_next)(void *ctx, const struct crs_msg *msg);
 	void (*on_complete)(void *ctx);
 	void (*on_error)(void *ctx, int code, const char *message);
+	/* follow: a new publisher took the name after the terminal signal
+	 * above; messages may be missing before its first (may be NULL). */
+	void (*on_gap)(void *ctx);
 };
 
 /* ---- Errors and options ----------------------------------------------- */
@@ -162,14 +206,33 @@ struct crs_sub_callbacks {
 /* A static string for any code this library returns (negative or not). */
 const char *crs_strerror(int code);
 
+/* What the last failing call of this thread found, in words: which
+ * runtime directory was refused and why (its mode and owner), which pid
+ * owns a name, the reason text of a publisher that refused us, which
+ * limit was hit. Thread-local: valid until this thread's next failing
+ * call, and never freed by the caller (at most 511 bytes). Set by the
+ * calls that open or create (crs_pub_create, crs_sub_open,
+ * crs_inspect_open, crs_inspect_list, crs_runtime_dir, crs_name_check);
+ * after any other failure it may still describe an older one, so use
+ * crs_strerror(code) there. "no error" before any failure. Never
+ * fails; safe from any thread. */
+const char *crs_errmsg(void);
+
 /* Fill with the defaults described above. */
 void crs_pub_opts_init(struct crs_pub_opts *opts);
 void crs_sub_opts_init(struct crs_sub_opts *opts);
 
 /* The runtime directory streams live in ($CRS_DIR, else
- * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID). It must be owned by us or
- * by root and writable by nobody else, or it is refused with -EPERM.
- * Returns the length or -errno. */
+ * $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID; its path at most 255
+ * bytes). It must be a real directory, not a symlink (-ELOOP), owned by
+ * us or by root and writable by nobody else (-EPERM). crs opens it once
+ * per create or open and works relative to that descriptor (files are
+ * never opened through a symlink), so nobody can swap it between the
+ * check and the use. Any valid name works whatever the directory's path
+ * length: sockets are addressed through /proc/self/fd (where /proc is
+ * not mounted, the full path must fit the 108 bytes of a unix socket
+ * address). Returns the length, -ENOENT if it does not exist yet, or
+ * -errno; crs_errmsg() says which directory and why. */
 int crs_runtime_dir(char *buf, size_t size);
 
 /* 0 if name is a valid stream name, else -EINVAL. */
@@ -179,8 +242,25 @@ int crs_name_check(const char *name);
 
 /* Create stream `name` and start listening for subscribers. A stale
  * stream of a dead publisher is replaced. opts may be NULL.
- * Returns 0, -EEXIST (a live publisher owns the name), -EINVAL, -ENOMEM,
- * or another -errno from the system. */
+ * Returns 0, -EEXIST (a live publisher owns the name; crs_errmsg()
+ * gives its pid), -EPERM/-ELOOP/-ENOTDIR/-ENOENT (the runtime directory
+ * is unsafe or cannot be made, see crs_runtime_dir), -EINVAL, -ENOMEM,
+ * or another -errno from the system.
+ *
+ * Admission, the publisher's control work: a peer's credentials are
+ * checked as soon as it connects (refused: EACCES with a reason, before
+ * it may send anything). A peer gets a handshake entry only until its
+ * HELLO arrives; honest subscribers send it at once. When all 32
+ * entries hold silent peers, the one silent longest is dropped (REJECT
+ * ETIMEDOUT), so silent or slow peers never delay an honest one; any
+ * silent peer is dropped after 5 s. Connections are accepted at most 64
+ * at once and 4000 a second on average, so connect/close churn cannot
+ * take the data path's time; the rest wait in the listen backlog (128;
+ * beyond it connects fail and crs_sub_open retries within its
+ * handshake_ms). Out of descriptors, the publisher refuses queued peers
+ * with EMFILE and a reason, and accepts again 50 ms later; a control
+ * segment it cannot create is refused the same way, never by a bare
+ * hangup. */
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out);
 
@@ -206,7 +286,10 @@ int64_t crs_pub_epoch(const crs_pub *pub);
 /* Messages dropped by the DROP and LATEST overflow strategies. */
 uint64_t crs_pub_dropped(const crs_pub *pub);
 
-/* Reserve len bytes in the ring; *buf points at them. Hot path: no
+/* Reserve len bytes in the ring; *buf points at them, 8-byte aligned
+ * (and only 8: frames are; for 16, claim len + 8 and round *buf up, and
+ * let subscribers round msg.data up alike: both map the ring
+ * page-aligned, so they find the same place). Hot path: no
  * syscall, no allocation. Returns 0, -CRS_ENODEMAND, -CRS_ENOROOM,
  * -EMSGSIZE (len > max_message), -EALREADY (a claim is open),
  * -ENOTCONN (not connected) or -ESHUTDOWN (the epoch has terminated).
@@ -280,7 +363,8 @@ int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
  * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
- * released (crs_sub_release, the next poll, or dispatch): a subscriber
+ * released (crs_sub_release, the next crs_sub_poll, or the return of its
+ * on_next), read or not; one held or not yet polled is not. A subscriber
  * that released the last published message is seen at once, even if it
  * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
@@ -293,18 +377,28 @@ void crs_pub_close(crs_pub *pub);
 
 /* Subscribe to stream `name`. opts may be NULL. The subscription starts
  * with the next message the publisher publishes (in replay mode: with
- * the oldest retained one). Returns 0, -ENOENT (no such stream, or only
+ * the oldest retained one). With opts->async it returns at once (only
+ * -EINVAL, -ENOMEM), and the errors below end the subscription later;
+ * see struct crs_sub_opts for async and follow. Returns 0, -ENOENT (no such stream, or only
  * the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET (the
  * publisher went away during the handshake), -EACCES/-EPERM (refused),
- * -EUSERS (the publisher has no free slot), -CRS_EVERSION, -EINVAL or
- * another -errno. */
+ * -EUSERS (the publisher has no free slot), -EDQUOT (this process or
+ * uid holds its quota of slots, see max_per_process), -EMFILE (this
+ * process, or the publisher, is out of descriptors), -CRS_EVERSION,
+ * -EINVAL, -ELOOP/-EPERM (unsafe runtime directory) or another -errno.
+ * A refusal's reason, as the publisher words it, is in crs_errmsg(). */
 int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		 crs_sub **out);
 
 /* Next message, without blocking. Hot path: no syscall.
  * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
- * or the next poll, which releases it), 0 (nothing yet), or -CRS_EEND
- * (the stream ended for this subscriber: see crs_sub_end()). A
+ * or the next poll, which releases it), 0 (nothing yet, or still
+ * opening), -CRS_EEND (the stream ended for this subscriber: see
+ * crs_sub_end()), or, with follow, -CRS_EGAP once per new publisher
+ * after the old stream's -CRS_EEND (see struct crs_sub_opts). A
+ * following subscription returns -CRS_EEND once per stream, then 0
+ * until the next publisher is there; one that does not follow returns
+ * -CRS_EEND from then on. A
  * subscriber evicted by the publisher (untethered_ms, or a protocol
  * violation) learns it at its next poll; a view held at that moment may
  * already have been overwritten. */
@@ -330,14 +424,17 @@ int crs_sub_request(crs_sub *sub, uint64_t n);
 void crs_sub_cancel(crs_sub *sub);
 
 /* Wait until crs_sub_poll() would return non-zero. timeout_ms < 0 waits
- * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle. */
+ * forever. Returns 0 or -ETIMEDOUT. Sleeps in the kernel when idle, also
+ * while an async open or a follow waits for its publisher. */
 int crs_sub_wait(crs_sub *sub, int timeout_ms);
 
 /* Deliver up to max messages (and, at the end, the terminal signal) to
  * the callbacks, without blocking. Returns the number of on_next calls
  * (0: nothing yet), or -CRS_EEND from a call that delivered no message
  * and found the stream ended: that call delivers the terminal signal,
- * exactly once (later calls return -CRS_EEND at once). After
+ * exactly once (later calls return -CRS_EEND at once; with follow, 0
+ * until the next publisher). With follow, -CRS_EGAP from the call that
+ * delivered no message and called on_gap for a new publisher. After
  * crs_sub_cancel() it calls nothing and returns -CRS_EEND. */
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max);
@@ -346,7 +443,7 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 const struct crs_end *crs_sub_end(const crs_sub *sub);
 
 /* Total demand requested so far (CRS_UNBOUNDED if unbounded) and number
- * of messages received. */
+ * of messages received (with follow: over all the streams followed). */
 uint64_t crs_sub_requested(const crs_sub *sub);
 uint64_t crs_sub_received(const crs_sub *sub);
 
@@ -355,8 +452,8 @@ uint64_t crs_sub_received(const crs_sub *sub);
  * the same for every subscriber of that publisher (and across epochs)
  * and differs when another publisher creates the same name, so that
  * (stream id, seq) names one message across publisher restarts (the
- * NATS bridge builds its message ids from it). Thread-safe: the id is
- * read once at open. */
+ * NATS bridge builds its message ids from it). 0 while an async open
+ * (or a follow) is under way; it changes only at a -CRS_EGAP. */
 uint64_t crs_sub_stream_id(const crs_sub *sub);
 
 /* Cancel if needed, unmap, close, free. */
@@ -392,7 +489,11 @@ const char *crs_loop_engine(const crs_loop *loop);
 /* Deliver sub's messages and its terminal signal to cb (as
  * crs_sub_dispatch does). After the terminal signal, or silently after
  * crs_sub_cancel(), the subscription leaves the loop by itself; close
- * it when convenient. 0, -EEXIST, -ENOMEM */
+ * it when convenient. An async subscription is opened by the loop
+ * without blocking it. A following one stays registered across its
+ * ends (on_gap announces each new publisher) until it stops following:
+ * cancel it or remove it from the loop, never close it from its own
+ * callbacks. 0, -EEXIST, -ENOMEM */
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx);
 /* Serve pub's subscribers (admit, drop) from the loop and call on_ready

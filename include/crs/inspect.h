@@ -64,6 +64,9 @@ struct crs_sub_info {
 	uint64_t outstanding; /* demand not yet met, CRS_UNBOUNDED ... */
 	uint64_t consumed;    /* sequence number it has consumed up to (the
 				 next message it will read) */
+	uint64_t joined;      /* sequence number of its first message: it
+				 has consumed consumed - joined messages,
+				 in the unit of requested */
 	uint64_t lag_messages; /* published but not yet consumed */
 	uint64_t lag_bytes;
 	uint64_t wakeups;     /* times this subscriber woke from sleep */
@@ -71,10 +74,12 @@ struct crs_sub_info {
 				 left (lockstep), or a ring's worth unread */
 };
 
-/* Open stream `name` for inspection (the publisher must answer within
- * 2 s). Returns 0, -ENOENT (no such stream), -ECONNREFUSED (a stale
- * stream: its publisher died), -EACCES (another user's), -ETIMEDOUT or
- * -errno. */
+/* Open stream `name` for inspection (the publisher must accept and
+ * answer within 2 s of the first attempt: a stopped publisher with a
+ * full backlog never holds this call longer). Returns 0, -ENOENT (no
+ * such stream), -ECONNREFUSED (a stale stream: its publisher died),
+ * -EACCES (another user's), -ETIMEDOUT or -errno; crs_errmsg() says
+ * more. */
 int crs_inspect_open(const char *name, crs_inspector **out);
 
 /* Take a snapshot. Fills *info and up to max entries of subs (may be

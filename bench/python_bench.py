@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""python_bench.py - throughput of the Python binding beside the C library,
+measured in the same run on the same handles.
+
+For each size (32 B, 4 KiB, 1 MiB) one publisher process (this one) sends
+to one subscriber process, with each side either Python code or the C
+reference loop inside the extension (crs._crs._bench_publish/_consume:
+the library's claim/commit and poll/release with no Python per message).
+The ratio binding/C compares a Python side against C with the other side
+fixed, and Python at both ends against C at both ends.
+
+Python publishers: 'offer' (a copy per message), 'offer_many' (a batch of
+1024 per call), 'claim' (write the 8-byte header in place: zero copy).
+Python subscribers: 'iter' (for msg in sub: len(msg); zero copy; at 1 MiB
+it reads the first 8 bytes through memoryview), 'poll_many' (copies,
+1024 per call). The C loops write and read the first 8 bytes.
+
+usage: PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py
+           [--quick] [--json] [--sizes 32,4096,1048576] [--rounds N]
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import crs
+from crs import _crs
+
+COUNTS = {32: 1_000_000, 4096: 200_000, 1 << 20: 2_000}
+PREFETCH = 1024
+BATCH = 1024
+
+
+def ring_for(size):
+    return max(1 << 20, 8 * size)  # max_message is a quarter of the ring
+
+
+def python_publish(pub, impl, size, count):
+    if impl == "offer":
+        data = bytes(size)
+        offer = pub.offer
+        for _ in range(count):
+            offer(data)
+    elif impl == "offer_many":
+        chunk = [bytes(size)] * BATCH
+        left = count
+        while left >= BATCH:
+            pub.offer_many(chunk)
+            left -= BATCH
+        pub.offer_many(chunk[:left])
+    elif impl == "claim":
+        claim = pub.claim
+        for seq in range(count):
+            with claim(size) as buf:
+                buf[:8] = seq.to_bytes(8, "little")
+    else:
+        raise ValueError(impl)
+
+
+def subscriber(name, impl, count):
+    """Child process: consume count messages, print what arrived."""
+    n = nbytes = 0
+    with crs.Subscriber(name, wait=30, prefetch=PREFETCH) as sub:
+        print("ready", flush=True)
+        if impl == "c":
+            n, nbytes = _crs._bench_consume(sub, count)
+        elif impl == "poll_many":
+            while n < count:
+                batch = sub.poll_many(BATCH, timeout=30)
+                if not batch:
+                    break
+                n += len(batch)
+                nbytes += sum(map(len, batch))
+        elif impl == "iter":
+            big = 0
+            for msg in sub:
+                n += 1
+                nbytes += len(msg)
+                if len(msg) >= 1 << 20:
+                    with memoryview(msg) as v:
+                        big ^= int.from_bytes(v[:8], "little")
+                if n == count:
+                    break
+        else:
+            raise ValueError(impl)
+    print(json.dumps({"messages": n, "bytes": nbytes}), flush=True)
+
+
+def one_run(size, pub_impl, sub_impl, count, name):
+    with crs.Publisher(name, ring_bytes=ring_for(size)) as pub:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--role", "sub", "--impl", sub_impl,
+             "--name", name, "--count", str(count)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            if not pub.wait_subscribers(1, 30):
+                raise RuntimeError("the subscriber did not arrive")
+            assert child.stdout.readline().strip() == "ready"
+            t0 = time.perf_counter()
+            if pub_impl == "c":
+                _crs._bench_publish(pub, size, count)
+            else:
+                python_publish(pub, pub_impl, size, count)
+            if not pub.wait_consumed(60):
+                raise RuntimeError("the subscriber stalled")
+            seconds = time.perf_counter() - t0
+            pub.complete()
+            got = json.loads(child.stdout.readline())
+            if child.wait(60) != 0:
+                raise RuntimeError("the subscriber failed")
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if got != {"messages": count, "bytes": count * size}:
+        raise RuntimeError(f"transfer broke: sent {count} x {size} B, got {got}")
+    return seconds
+
+
+def pairs_for(size):
+    """(publisher, subscriber) pairs: C-C reference, each Python side
+    against C, and Python at both ends."""
+    pys = ["claim"] if size >= 1 << 20 else ["offer", "offer_many"]
+    subs = ["iter"] if size >= 1 << 20 else ["iter", "poll_many"]
+    out = [("c", "c")]
+    out += [(p, "c") for p in pys]
+    out += [("c", s) for s in subs]
+    out += [(pys[-1], subs[-1])]
+    if size < 1 << 20:
+        out += [("offer", "iter")]
+    return out
+
+
+def machine():
+    load = os.getloadavg()
+    return {"python": platform.python_version(), "cpus": os.cpu_count(),
+            "load1": round(load[0], 2), "kernel": platform.release()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="a tenth of the messages, one round (smoke run)")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--sizes", default="32,4096,1048576")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="repeat each pair, report the median")
+    ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--impl", help=argparse.SUPPRESS)
+    ap.add_argument("--name", help=argparse.SUPPRESS)
+    ap.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.role == "sub":
+        return subscriber(a.name, a.impl, a.count)
+    if not os.environ.get("CRS_DIR"):
+        d = tempfile.mkdtemp(prefix="crs-pybench-")
+        os.environ["CRS_DIR"] = d
+    rounds = 1 if a.quick else a.rounds
+    runs, ratios = [], []
+    for size in (int(s) for s in a.sizes.split(",")):
+        count = COUNTS.get(size, 100_000)
+        if a.quick:
+            count //= 10
+        rates = {}
+        for pub_impl, sub_impl in pairs_for(size):
+            secs = [one_run(size, pub_impl, sub_impl, count,
+                            f"pybench-{size}-{pub_impl}-{sub_impl}-{r}")
+                    for r in range(rounds)]
+            s = statistics.median(secs)
+            rate = count / s
+            rates[(pub_impl, sub_impl)] = rate
+            runs.append({"size": size, "publisher": pub_impl,
+                         "subscriber": sub_impl, "messages": count,
+                         "seconds": round(s, 6),
+                         "msgs_per_s": round(rate),
+                         "gb_per_s": round(rate * size / 1e9, 4)})
+        c = rates[("c", "c")]
+        for (p, s), rate in rates.items():
+            if (p, s) != ("c", "c"):
+                ratios.append({"size": size, "publisher": p,
+                               "subscriber": s,
+                               "ratio_vs_c": round(rate / c, 3)})
+    doc = {"benchmark": "python-binding", "machine": machine(),
+           "rounds": rounds, "runs": runs, "ratios": ratios}
+    if a.json:
+        print(json.dumps(doc, indent=1))
+        return
+    print(f"{'size':>8} {'publisher':>10} {'subscriber':>10} "
+          f"{'msgs/s':>12} {'GB/s':>8} {'vs C-C':>7}")
+    for r in runs:
+        ratio = next((x["ratio_vs_c"] for x in ratios
+                      if (x["size"], x["publisher"], x["subscriber"]) ==
+                      (r["size"], r["publisher"], r["subscriber"])), 1.0)
+        print(f"{r['size']:>8} {r['publisher']:>10} {r['subscriber']:>10} "
+              f"{r['msgs_per_s']:>12,} {r['gb_per_s']:>8.3f} {ratio:>7.3f}")
+    print(f"machine: {doc['machine']}")
+
+
+if __name__ == "__main__":
+    main()
