@@ -8,8 +8,8 @@ arrives while the task sleeps is delivered by the crs loop, which hands
 its ring space back after its callback, so that one comes as a copy
 (``msg.copied``). A publisher joins while a task awaits :meth:`wait`, and
 the loop admits subscribers meanwhile. Where the crs loop has no
-descriptor (the poll engine, e.g. ``CRS_NO_URING=1``), it is run every
-millisecond while something waits.
+descriptor (crs_loop_fd failed; the fallback engines give an eventfd
+too), it is run every millisecond while something waits.
 """
 
 import asyncio
