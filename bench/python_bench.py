@@ -38,7 +38,7 @@ import time
 import crs
 from crs import _crs
 
-COUNTS = {32: 1_000_000, 4096: 200_000, 1 << 20: 2_000}
+COUNTS = {32: 1_000_000, 4096: 200_000, 1 << 20: 5_000}
 PREFETCH = 1024
 BATCH = 1024
 
