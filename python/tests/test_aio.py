@@ -74,7 +74,7 @@ async def test_many_streams_one_loop(peer, engine):
     out = peer("sub", "aio-out")
     reactor = crs.aio._reactor()
     assert reactor.loop.engine == engine
-    assert (reactor.fd is not None) == (engine == "io_uring")
+    assert reactor.fd >= 0  # io_uring's, or the fallback's eventfd
     readers = [read_stream(name, n) for name, n in counts.items()]
     results = await asyncio.wait_for(
         asyncio.gather(*readers, feed("aio-out", 800), echo_socket(200)),
