@@ -9,7 +9,10 @@
  *   baseline: one thread publishing with js_PublishAsync (asynchronous
  *             acks, at most 1024 pending) while another fetches the same
  *             subject in batches of 500 (natsSubscription_Fetch, AckAll
- *             once per batch): the client's own publish/fetch pipeline.
+ *             once per batch): the client's own publish/fetch pipeline;
+ *   baseline with ids: the same, each message carrying the bridge's
+ *             Nats-Msg-Id and Nats-Expected-Last-Msg-Id, which the server
+ *             checks: what no loss and no duplicate cost the engine.
  * Both are timed at the receiver, first message to last, on a memory
  * stream, and every message received is checked for its sequence. The
  * ratio bridge/baseline of each round and their medians are reported.
@@ -180,12 +183,14 @@ static void *fetch_all(void *arg)
 	return NULL;
 }
 
-static double baseline_round(jsCtx *js, int round,
-			     uint64_t n, size_t size)
+/* with_ids: each message also carries the bridge's headers, Nats-Msg-Id
+ * and Nats-Expected-Last-Msg-Id, which the server checks. */
+static double baseline_round(jsCtx *js, int round, uint64_t n, size_t size,
+			     int with_ids)
 {
 	char stream[64], subject[64];
-	snprintf(stream, sizeof(stream), "BASE_%d_%zu", round, size);
-	snprintf(subject, sizeof(subject), "base%d_%zu", round, size);
+	snprintf(stream, sizeof(stream), "BASE_%d_%zu_%d", round, size, with_ids);
+	snprintf(subject, sizeof(subject), "base%d_%zu_%d", round, size, with_ids);
 	jsStreamConfig cfg;
 	jsStreamConfig_Init(&cfg);
 	const char *subjects[] = { subject };
@@ -209,9 +214,24 @@ static double baseline_round(jsCtx *js, int round,
 	pthread_t th;
 	pthread_create(&th, NULL, fetch_all, &f);
 	char *buf = calloc(1, size);
+	char id[2][40];
 	for (uint64_t seq = 0; seq < n; seq++) {
 		memcpy(buf, &seq, sizeof(seq));
-		while (js_PublishAsync(js, subject, buf, (int)size, NULL) != NATS_OK)
+		if (!with_ids) {
+			while (js_PublishAsync(js, subject, buf, (int)size, NULL) !=
+			       NATS_OK)
+				usleep(1000);
+			continue;
+		}
+		natsMsg *m;
+		if (natsMsg_Create(&m, subject, NULL, buf, (int)size) != NATS_OK)
+			die("natsMsg_Create");
+		snprintf(id[seq & 1], sizeof(id[0]), "0123456789abcdef:%" PRIu64, seq);
+		natsMsgHeader_Set(m, "Nats-Msg-Id", id[seq & 1]);
+		if (seq)
+			natsMsgHeader_Set(m, "Nats-Expected-Last-Msg-Id",
+					  id[(seq - 1) & 1]);
+		while (js_PublishMsgAsync(js, &m, NULL) != NATS_OK)
 			usleep(1000);
 	}
 	jsPubOptions po;
@@ -294,24 +314,32 @@ int main(int argc, char **argv)
 	for (int s = 0; s < nsizes; s++) {
 		size_t size = sizes[s] < 8 ? 8 : sizes[s];
 		uint64_t n = count ? count : size <= 256 ? 200000 : 50000;
-		double br[64], bl[64], ratio[64];
+		double br[64], bl[64], bi[64], ratio[64], ratio_ids[64];
 		for (int r = 0; r < rounds; r++) {
 			br[r] = bridge_round(r, n, size);
-			bl[r] = baseline_round(js, r, n, size);
+			bl[r] = baseline_round(js, r, n, size, 0);
+			bi[r] = baseline_round(js, r, n, size, 1);
 			ratio[r] = br[r] / bl[r];
+			ratio_ids[r] = br[r] / bi[r];
 			fprintf(stderr, "size %zu round %d: bridge %.0f msg/s, "
-					"nats client %.0f msg/s, ratio %.2f\n",
-				size, r, br[r], bl[r], ratio[r]);
+					"nats client %.0f msg/s (ratio %.2f), "
+					"with ids %.0f msg/s (ratio %.2f)\n",
+				size, r, br[r], bl[r], ratio[r], bi[r],
+				ratio_ids[r]);
 		}
 		printf("%s{\"size\":%zu,\"messages\":%" PRIu64
 		       ",\"bridge_msgs_per_s\":%.0f,\"nats_client_msgs_per_s\":%.0f,"
-		       "\"ratio_median\":%.3f,\"bridge_MBps\":%.2f,\"rounds\":[",
+		       "\"nats_client_ids_msgs_per_s\":%.0f,"
+		       "\"ratio_median\":%.3f,\"ratio_ids_median\":%.3f,"
+		       "\"bridge_MBps\":%.2f,\"rounds\":[",
 		       s ? "," : "", size, n, median(br, rounds),
-		       median(bl, rounds), median(ratio, rounds),
+		       median(bl, rounds), median(bi, rounds),
+		       median(ratio, rounds), median(ratio_ids, rounds),
 		       median(br, rounds) * (double)size / 1e6);
 		for (int r = 0; r < rounds; r++)
-			printf("%s{\"bridge\":%.0f,\"nats_client\":%.0f,\"ratio\":%.3f}",
-			       r ? "," : "", br[r], bl[r], ratio[r]);
+			printf("%s{\"bridge\":%.0f,\"nats_client\":%.0f,"
+			       "\"nats_client_ids\":%.0f,\"ratio\":%.3f}",
+			       r ? "," : "", br[r], bl[r], bi[r], ratio[r]);
 		printf("]}");
 	}
 	printf("]}\n");

@@ -535,6 +535,14 @@ static const struct lat_scn lat_scns[] = {
 };
 #define NLAT (int)(sizeof(lat_scns) / sizeof(lat_scns[0]))
 
+int lat_known(const char *name)
+{
+	for (int i = 0; i < NLAT; i++)
+		if (!strcmp(name, lat_scns[i].name))
+			return 1;
+	return 0;
+}
+
 void lat_list(FILE *f)
 {
 	for (int i = 0; i < NLAT; i++)

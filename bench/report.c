@@ -63,17 +63,58 @@ static void ratio_str(char *buf, size_t len, double r)
 		snprintf(buf, len, "-");
 }
 
+/* Who spins in each scenario of the cells, once each, so that the rows
+ * need no mode column (the table stays within 120 columns). */
+static void tp_modes(const struct tp_cell *cells, int n)
+{
+	printf("   modes:");
+	for (int i = 0, col = 10; i < n; i++) {
+		int seen = 0;
+		for (int k = 0; k < i && !seen; k++)
+			seen = !strcmp(cells[k].name, cells[i].name);
+		if (seen)
+			continue;
+		int len = (int)(strlen(cells[i].name) +
+				strlen(tp_mode(cells[i].name)) + 4);
+		if (col + len > 118) {
+			printf("\n         ");
+			col = 10;
+		}
+		printf(" %s (%s);", cells[i].name, tp_mode(cells[i].name));
+		col += len;
+	}
+	printf("\n");
+}
+
+/* Each cell's rounds, five to a line. */
+static void tp_rounds(const struct tp_cell *cells, int n)
+{
+	printf("   per-round Mmsg/s [probe after: ns/CPUs]:\n");
+	for (int i = 0; i < n; i++) {
+		const struct tp_cell *c = &cells[i];
+		char sz[16];
+		fmt_size(sz, sizeof(sz), c->size);
+		printf("   %-5s %-2d %-18s", sz, c->nsubs, c->name);
+		for (int k = 0; k < c->n; k++)
+			printf("%s %.3g[%.0f/%.1f]",
+			       k && k % 5 == 0 ? "\n                              "
+					       : "",
+			       c->s[k].rate / 1e6, c->s[k].pp_after, c->s[k].cap);
+		printf("\n");
+	}
+}
+
 static void tp_table(const struct results *res, const struct tp_cell *cells,
 		     int n, int fan)
 {
+	tp_modes(cells, n);
 	if (!fan)
-		printf("%-5s %-18s %-36s %9s %8s %9s %5s %6s %6s %5s %9s  %s\n",
-		       "size", "scenario", "mode", "Mmsg/s", "GB/s",
-		       "CPUns/msg", "cores", "/bare", "/crs", "clean",
-		       "all:Mmsg/s", "rounds: Mmsg/s[probe ns/CPUs]");
+		printf("%-5s %-18s %9s %8s %9s %5s %6s %6s %5s %10s\n",
+		       "size", "scenario", "Mmsg/s", "GB/s", "CPUns/msg",
+		       "cores", "/bare", "/crs", "clean", "all:Mmsg/s");
 	else
-		printf("%-5s %-4s %-13s %-31s %9s %8s %9s %8s %5s %6s %8s %5s\n",
-		       "size", "subs", "scenario", "mode", "Mdeliv/s", "GB/s",
+		printf("%-5s %-4s %-13s %9s %8s %9s %8s %5s %6s %8s %5s\n",
+		       "size", "subs", "scenario", "Mdeliv/s", "GB/s",
 		       "per-sub M", "CPUns/dl", "cores", "/subs1",
 		       "crs/pipe", "clean");
 	for (int i = 0; i < n; i++) {
@@ -94,16 +135,12 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 				  tp_ratio(c, tp_find(res, REF_BARE, c->size)));
 			ratio_str(r2, sizeof(r2),
 				  tp_ratio(c, tp_find(res, REF_CRS, c->size)));
-			printf("%-5s %-18s %-36.36s %9.3f %8.3f %9.1f %5.2f "
-			       "%6s %6s %5s %9.3f ",
-			       sz, c->name, tp_mode(c->name), rate / 1e6,
-			       tp_median(c, TP_GBPS, a), tp_median(c, TP_CPU, a),
-			       tp_median(c, TP_UTIL, a), r1, r2, cl,
-			       tp_median(c, TP_RATE, 0) / 1e6);
-			for (int k = 0; k < c->n; k++)
-				printf(" %.3g[%.0f/%.1f]", c->s[k].rate / 1e6,
-				       c->s[k].pp_after, c->s[k].cap);
-			printf("%s\n", c->failed ? " (some failed)" : "");
+			printf("%-5s %-18s %9.3f %8.3f %9.1f %5.2f %6s %6s %5s "
+			       "%10.3f%s\n",
+			       sz, c->name, rate / 1e6, tp_median(c, TP_GBPS, a),
+			       tp_median(c, TP_CPU, a), tp_median(c, TP_UTIL, a),
+			       r1, r2, cl, tp_median(c, TP_RATE, 0) / 1e6,
+			       c->failed ? " (some failed)" : "");
 			continue;
 		}
 		const struct tp_cell *one = fan_find(res, c->name, c->size, 1);
@@ -113,18 +150,19 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 		ratio_str(r2, sizeof(r2),
 			  strcmp(c->name, "crs-fanout") ? 0
 							: tp_ratio(c, pipe));
-		printf("%-5s %-4d %-13s %-31.31s %9.3f %8.3f %9.3f %8.1f "
+		printf("%-5s %-4d %-13s %9.3f %8.3f %9.3f %8.1f "
 		       "%5.2f %6s %8s %5s%s\n",
-		       sz, c->nsubs, c->name, tp_mode(c->name), rate / 1e6,
+		       sz, c->nsubs, c->name, rate / 1e6,
 		       tp_median(c, TP_GBPS, a), rate / 1e6 / c->nsubs,
 		       tp_median(c, TP_CPU, a), tp_median(c, TP_UTIL, a), r1, r2,
 		       cl, c->failed ? " (some failed)" : "");
 	}
+	tp_rounds(cells, n);
 }
 
 static void lat_table(const struct results *res)
 {
-	printf("%-5s %-5s %-15s %-8s %7s %8s %8s %8s %8s %9s %7s %7s %8s "
+	printf("%-5s %-5s %-15s %-8s %7s %8s %8s %8s %8s %8s %7s %7s %8s "
 	       "%5s\n",
 	       "size", "mode", "scenario", "engine", "trips", "p50 us",
 	       "p90 us", "p99 us", "p99.9 us", "max us", "p50/raw", "p99/raw",
@@ -150,7 +188,7 @@ static void lat_table(const struct results *res)
 			 c->clean.count ? "" : "*");
 		const struct histo *h = lat_histo(c);
 		printf("%-5s %-5s %-15s %-8s %7" PRIu64
-		       " %8.2f %8.2f %8.2f %8.2f %9.1f %7s %7s %8s %5s%s\n",
+		       " %8.2f %8.2f %8.2f %8.2f %8.1f %7s %7s %8s %5s%s\n",
 		       sz, c->mode, c->name,
 		       c->s[0].engine[0] ? c->s[0].engine : "-", h->count,
 		       (double)histo_pct(h, 50) / 1e3,
@@ -166,10 +204,101 @@ static void lat_table(const struct results *res)
 		fmt_size(sz, sizeof(sz), c->size);
 		printf("  %-5s %-15s", sz, c->name);
 		for (int k = 0; k < c->n; k++)
-			printf(" %.2f[%.0f/%.1f]", c->s[k].p50 / 1e3,
-			       c->s[k].pp_after, c->s[k].cap);
+			printf("%s %.2f[%.0f/%.1f]",
+			       k && k % 5 == 0 ? "\n                       " : "",
+			       c->s[k].p50 / 1e3, c->s[k].pp_after, c->s[k].cap);
 		printf("\n");
 	}
+}
+
+/* Median over the pattern's good rounds of one figure. */
+static double pat_med(const struct results *res, int what)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		if (s->ok)
+			v[n++] = what == 0   ? s->sent_rate
+				 : what == 1 ? s->deliv_rate
+				 : what == 2 ? s->p50
+				 : what == 3 ? s->p90
+				 : what == 4 ? s->p99
+				 : what == 5 ? s->max
+					     : s->refused;
+	}
+	return median(v, n);
+}
+
+static void pattern_table(const struct config *cfg, const struct results *res)
+{
+	char rate[32];
+	if (cfg->pat_rate > 0)
+		snprintf(rate, sizeof(rate), "%.0f msg/s", cfg->pat_rate);
+	else
+		snprintf(rate, sizeof(rate), "as fast as demand allows");
+	printf("\n== Your pattern: %zu B messages, %s in bursts of %u, %d "
+	       "subscriber%s spending %" PRId64 " ns each,\n"
+	       "   prefetch %u, both sides blocking; %.2f s per round ==\n",
+	       cfg->pat_size, rate, cfg->pat_burst, cfg->pat_subs,
+	       cfg->pat_subs == 1 ? "" : "s", cfg->pat_work_ns,
+	       cfg->pat_prefetch, cfg->tp_secs);
+	printf("%-6s %12s %14s %10s %10s %10s %10s %12s\n", "round",
+	       "sent msg/s", "deliv/s /sub", "p50 us", "p90 us", "p99 us",
+	       "max us", "refused");
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		if (!s->ok) {
+			printf("%-6d FAILED: %s\n", i + 1, s->err);
+			continue;
+		}
+		printf("%-6d %12.0f %14.0f %10.2f %10.2f %10.2f %10.1f %12.0f\n",
+		       i + 1, s->sent_rate, s->deliv_rate, s->p50 / 1e3,
+		       s->p90 / 1e3, s->p99 / 1e3, s->max / 1e3, s->refused);
+	}
+	printf("%-6s %12.0f %14.0f %10.2f %10.2f %10.2f %10.1f %12.0f\n",
+	       "median", pat_med(res, 0), pat_med(res, 1),
+	       pat_med(res, 2) / 1e3, pat_med(res, 3) / 1e3,
+	       pat_med(res, 4) / 1e3, pat_med(res, 5) / 1e3, pat_med(res, 6));
+	printf("   latency: commit to the subscriber seeing the message, "
+	       "queueing behind processing included;\n"
+	       "   refused: claims refused for want of demand or room "
+	       "(the subscribers held the publisher back)\n");
+}
+
+static void json_pattern(FILE *f, const struct config *cfg,
+			 const struct results *res)
+{
+	fprintf(f, "  \"pattern\": ");
+	if (!(cfg->sections & SEC_PATTERN)) {
+		fprintf(f, "null,\n");
+		return;
+	}
+	fprintf(f, "{\"size\": %zu, \"rate\": %.1f, \"burst\": %u, "
+		   "\"work_ns\": %" PRId64 ", \"prefetch\": %u, "
+		   "\"subscribers\": %d, \"rounds\": [",
+		cfg->pat_size, cfg->pat_rate, cfg->pat_burst, cfg->pat_work_ns,
+		cfg->pat_prefetch, cfg->pat_subs);
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		fprintf(f, "%s\n    {\"ok\": %s", i ? "," : "",
+			s->ok ? "true" : "false");
+		if (s->ok)
+			fprintf(f, ", \"messages\": %" PRIu64 ", "
+				   "\"sent_msgs_per_s\": %.1f, "
+				   "\"delivered_msgs_per_s_per_sub\": %.1f, "
+				   "\"p50_ns\": %.0f, \"p90_ns\": %.0f, "
+				   "\"p99_ns\": %.0f, \"max_ns\": %.0f, "
+				   "\"refused_claims\": %.0f",
+				s->messages, s->sent_rate, s->deliv_rate, s->p50,
+				s->p90, s->p99, s->max, s->refused);
+		else {
+			fprintf(f, ", \"error\": ");
+			json_str(f, s->err);
+		}
+		fprintf(f, "}");
+	}
+	fprintf(f, "]},\n");
 }
 
 void report_table(const struct config *cfg, const struct results *res)
@@ -184,21 +313,22 @@ void report_table(const struct config *cfg, const struct results *res)
 	printf("load %s -> %s; wall %.1f s\n", res->load0, res->load1,
 	       res->wall);
 	printf("probe after each measurement (%d): cache-line round trip "
-	       "median %.0f ns (min %.0f, max %.0f); CPUs the two spinning "
-	       "probe processes got: median %.2f, min %.2f, %.0f%% of "
-	       "probes below 1.5\n",
+	       "median %.0f ns (min %.0f, max %.0f);\n"
+	       "  CPUs the two spinning probe processes got: median %.2f, "
+	       "min %.2f, %.0f%% of probes below 1.5\n",
 	       res->nprobes, m.probe_med, m.probe_min, m.probe_max, m.cap_med,
 	       m.cap_min, 100 * m.cap_low);
 	printf("clean rounds of spinning scenarios: probes before and after "
-	       "got >= %.1f CPUs and round trips <= %.0f ns (2x the "
-	       "quickest); blocking scenarios: every round\n",
+	       "got >= %.1f CPUs and round trips\n"
+	       "  under %.0f ns; blocking scenarios: every round. Targets use "
+	       "clean rounds only.\n",
 	       CLEAN_CPUS, clean_rtt_max());
 	if (res->ntp) {
 		printf("\n== Throughput: 1 publisher -> 1 subscriber, separate "
 		       "processes, %.2f s window, receiver timed ==\n"
 		       "   spinning receivers back off %u pauses (%.0f ns) "
-		       "after an empty poll; CPU = user+sys of both "
-		       "processes per message; /bare and /crs: median of "
+		       "after an empty poll; CPU = user+sys of both\n"
+		       "   processes per message; /bare and /crs: median of "
 		       "per-round ratios to bare-ring and to crs-spin-p128\n",
 		       cfg->tp_secs, cfg->idle_pause, m.pause_ns);
 		tp_table(res, res->tp, res->ntp, 0);
@@ -214,8 +344,9 @@ void report_table(const struct config *cfg, const struct results *res)
 		printf("\n== Latency: ping-pong round trips between two "
 		       "processes (histogram over the clean rounds) ==\n"
 		       "   spin: both processes busy-poll; block: both sleep "
-		       "in the kernel while waiting; /raw: against raw-spin "
-		       "or raw-futex, per-round medians\n");
+		       "in the kernel while waiting;\n"
+		       "   /raw: against raw-spin or raw-futex, per-round "
+		       "medians\n");
 		lat_table(res);
 	}
 	if (res->nwake) {
@@ -223,8 +354,8 @@ void report_table(const struct config *cfg, const struct results *res)
 		printf("\n== Wake fan-out: 1 publisher wakes %d sleeping "
 		       "subscribers (%d wakes per round) ==\n"
 		       "   crs wakes all subscribers of a stream with ONE "
-		       "futex wake on one shared word: no per-subscriber "
-		       "wake to batch\n",
+		       "futex wake on one shared word:\n"
+		       "   no per-subscriber wake to batch\n",
 		       cfg->wake_subs, cfg->wake_rounds);
 		printf("%-10s %-8s %10s %10s %10s %10s %10s %10s %9s\n",
 		       "variant", "engine", "last us", "last p90", "last max",
@@ -259,27 +390,39 @@ void report_table(const struct config *cfg, const struct results *res)
 		       "median of 3 passes)\n"
 		       "   memfd-read %.2f GB/s (fresh mapping of a filled "
 		       "memfd, %.0f faults), %.2f GB/s (second pass, no "
-		       "faults), %.2f GB/s (MAP_POPULATE, mmap timed)\n"
+		       "faults),\n"
+		       "   %.2f GB/s (MAP_POPULATE, mmap timed)\n"
 		       "   publishing with no subscriber %.2f GB/s\n",
 		       cu_med(res, 2), cu_med(res, 3), cu_med(res, 8),
 		       cu_med(res, 10), cu_med(res, 11), cu_med(res, 7));
 		printf("   catch-up / mem-read %.3f, read-only / mem-read "
-		       "%.3f, catch-up / memfd-read %.3f; rounds "
-		       "(catch-up/mem-read GB/s):",
+		       "%.3f, catch-up / memfd-read %.3f;\n"
+		       "   rounds (catch-up/mem-read GB/s):",
 		       cu_med(res, 4), cu_med(res, 9), cu_med(res, 12));
 		for (int i = 0; i < res->ncatchup; i++)
 			printf(" %.2f/%.2f", res->catchup[i].catchup_gbps,
 			       res->catchup[i].membw_gbps);
 		printf("\n");
 	}
+	if (res->npattern)
+		pattern_table(cfg, res);
 	struct target t[48];
 	int nt = targets(cfg, res, t, 48);
 	if (nt) {
 		printf("\n== Targets ==\n");
-		for (int i = 0; i < nt; i++)
-			printf("  %-62s %7.3f  (goal %s %.2f) %s\n", t[i].what,
-			       t[i].value, t[i].higher_better ? ">=" : "<=",
-			       t[i].goal, verdict(&t[i]));
+		for (int i = 0; i < nt; i++) {
+			if (t[i].known)
+				printf("  %-58s %7.3f (goal %s %.2f, %d clean "
+				       "rounds) %s\n",
+				       t[i].what, t[i].value,
+				       t[i].higher_better ? ">=" : "<=",
+				       t[i].goal, t[i].rounds, verdict(&t[i]));
+			else
+				printf("  %-58s       - (goal %s %.2f) %s\n",
+				       t[i].what,
+				       t[i].higher_better ? ">=" : "<=",
+				       t[i].goal, verdict(&t[i]));
+		}
 	}
 	printf("\nfailures: %d\n", res->failures);
 }
@@ -430,6 +573,80 @@ static void json_lat(FILE *f, const struct results *res)
 	}
 }
 
+/* "[" for a section that ran (the caller closes it), else "null". */
+static int json_section(FILE *f, const struct config *cfg, unsigned sec)
+{
+	fputs(cfg->sections & sec ? "[" : "null", f);
+	return (cfg->sections & sec) != 0;
+}
+
+static void json_wake(FILE *f, const struct config *cfg,
+		      const struct results *res)
+{
+	for (int i = 0; i < res->nwake; i++) {
+		const struct wake_cell *c = &res->wake[i];
+		fprintf(f, "%s\n    {\"name\": \"%s\", \"engine\": ",
+			i ? "," : "", c->name);
+		json_str(f, c->s[0].engine);
+		fprintf(f, ", \"subscribers\": %d, \"ok\": %s, "
+			   "\"median_last_wake_ns\": %.0f, "
+			   "\"median_last_wake_p90_ns\": %.0f, "
+			   "\"median_last_wake_max_ns\": %.0f, "
+			   "\"median_first_wake_ns\": %.0f, "
+			   "\"median_median_wake_ns\": %.0f, "
+			   "\"median_commit_call_ns\": %.0f, \"rounds\": [",
+			cfg->wake_subs, c->failed ? "false" : "true",
+			wake_med(c, 0), wake_med(c, 1), wake_med(c, 2),
+			wake_med(c, 3), wake_med(c, 4), wake_med(c, 5));
+		for (int k = 0; k < c->n; k++) {
+			const struct wake_sample *s = &c->s[k];
+			fprintf(f, "%s{\"ok\": %s, \"last_ns\": %.0f, "
+				   "\"first_ns\": %.0f, \"commit_ns\": %.0f",
+				k ? ", " : "", s->ok ? "true" : "false",
+				s->last_med, s->first_med, s->commit_med);
+			if (!s->ok) {
+				fprintf(f, ", \"error\": ");
+				json_str(f, s->err);
+			}
+			fprintf(f, "}");
+		}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "\n  ]");
+}
+
+static void json_catchup(FILE *f, const struct results *res)
+{
+	fprintf(f, "{\"rounds\": [");
+	for (int i = 0; i < res->ncatchup; i++) {
+		const struct catchup_sample *s = &res->catchup[i];
+		fprintf(f, "%s\n    {\"ok\": %s, \"bytes\": %.0f, \"messages\": "
+			   "%.0f, \"catchup_gb_per_s\": %.3f, "
+			   "\"read_gb_per_s\": %.3f, \"open_to_first_ms\": "
+			   "%.3f, \"page_faults\": %.0f, "
+			   "\"mem_read_gb_per_s\": %.3f, "
+			   "\"memfd_read_gb_per_s\": %.3f, "
+			   "\"memfd_page_faults\": %.0f, "
+			   "\"memfd_second_pass_gb_per_s\": %.3f, "
+			   "\"memfd_populate_gb_per_s\": %.3f, "
+			   "\"publish_gb_per_s\": %.3f",
+			i ? "," : "", s->ok ? "true" : "false", s->bytes,
+			s->msgs, s->catchup_gbps, s->read_gbps, s->open_ms,
+			s->minflt, s->membw_gbps, s->memfd_gbps,
+			s->memfd_minflt, s->memfd_warm_gbps,
+			s->memfd_populate_gbps, s->publish_gbps);
+		if (!s->ok) {
+			fprintf(f, ", \"error\": ");
+			json_str(f, s->err);
+		}
+		fprintf(f, "}");
+	}
+	fprintf(f, "],\n   \"median_catchup_gb_per_s\": %.3f, "
+		   "\"median_mem_read_gb_per_s\": %.3f, "
+		   "\"ratio_catchup_to_mem_read\": %.4f}",
+		cu_med(res, 0), cu_med(res, 2), cu_med(res, 4));
+}
+
 void report_json(const struct config *cfg, const struct results *res, FILE *f)
 {
 	struct machine m;
@@ -472,79 +689,45 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		m.cap_med, m.cap_min, m.cap_low, CLEAN_CPUS, clean_rtt_max());
 	for (int i = 0; i < res->nprobes; i++)
 		fprintf(f, "%s%.2f", i ? ", " : "", res->caps[i]);
-	fprintf(f, "]},\n  \"wall_s\": %.2f,\n  \"throughput\": [", res->wall);
-	json_tp_cells(f, res, res->tp, res->ntp, 0);
-	fprintf(f, "\n  ],\n  \"fanout\": [");
-	json_tp_cells(f, res, res->fan, res->nfan, 1);
-	fprintf(f, "\n  ],\n  \"latency\": [");
-	json_lat(f, res);
-	fprintf(f, "\n  ],\n  \"wake\": [");
-	for (int i = 0; i < res->nwake; i++) {
-		const struct wake_cell *c = &res->wake[i];
-		fprintf(f, "%s\n    {\"name\": \"%s\", \"engine\": ",
-			i ? "," : "", c->name);
-		json_str(f, c->s[0].engine);
-		fprintf(f, ", \"subscribers\": %d, \"ok\": %s, "
-			   "\"median_last_wake_ns\": %.0f, "
-			   "\"median_last_wake_p90_ns\": %.0f, "
-			   "\"median_last_wake_max_ns\": %.0f, "
-			   "\"median_first_wake_ns\": %.0f, "
-			   "\"median_median_wake_ns\": %.0f, "
-			   "\"median_commit_call_ns\": %.0f, \"rounds\": [",
-			cfg->wake_subs, c->failed ? "false" : "true",
-			wake_med(c, 0), wake_med(c, 1), wake_med(c, 2),
-			wake_med(c, 3), wake_med(c, 4), wake_med(c, 5));
-		for (int k = 0; k < c->n; k++) {
-			const struct wake_sample *s = &c->s[k];
-			fprintf(f, "%s{\"ok\": %s, \"last_ns\": %.0f, "
-				   "\"first_ns\": %.0f, \"commit_ns\": %.0f",
-				k ? ", " : "", s->ok ? "true" : "false",
-				s->last_med, s->first_med, s->commit_med);
-			if (!s->ok) {
-				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
-			}
-			fprintf(f, "}");
-		}
-		fprintf(f, "]}");
+	/* A section not run is null, never an empty or zero figure. */
+	fprintf(f, "]},\n  \"wall_s\": %.2f,\n  \"throughput\": ", res->wall);
+	if (json_section(f, cfg, SEC_TP)) {
+		json_tp_cells(f, res, res->tp, res->ntp, 0);
+		fprintf(f, "\n  ]");
 	}
-	fprintf(f, "\n  ],\n  \"catchup\": {\"rounds\": [");
-	for (int i = 0; i < res->ncatchup; i++) {
-		const struct catchup_sample *s = &res->catchup[i];
-		fprintf(f, "%s\n    {\"ok\": %s, \"bytes\": %.0f, \"messages\": "
-			   "%.0f, \"catchup_gb_per_s\": %.3f, "
-			   "\"read_gb_per_s\": %.3f, \"open_to_first_ms\": "
-			   "%.3f, \"page_faults\": %.0f, "
-			   "\"mem_read_gb_per_s\": %.3f, "
-			   "\"memfd_read_gb_per_s\": %.3f, "
-			   "\"memfd_page_faults\": %.0f, "
-			   "\"memfd_second_pass_gb_per_s\": %.3f, "
-			   "\"memfd_populate_gb_per_s\": %.3f, "
-			   "\"publish_gb_per_s\": %.3f",
-			i ? "," : "", s->ok ? "true" : "false", s->bytes,
-			s->msgs, s->catchup_gbps, s->read_gbps, s->open_ms,
-			s->minflt, s->membw_gbps, s->memfd_gbps,
-			s->memfd_minflt, s->memfd_warm_gbps,
-			s->memfd_populate_gbps, s->publish_gbps);
-		if (!s->ok) {
-			fprintf(f, ", \"error\": ");
-			json_str(f, s->err);
-		}
-		fprintf(f, "}");
+	fprintf(f, ",\n  \"fanout\": ");
+	if (json_section(f, cfg, SEC_FAN)) {
+		json_tp_cells(f, res, res->fan, res->nfan, 1);
+		fprintf(f, "\n  ]");
 	}
-	fprintf(f, "],\n   \"median_catchup_gb_per_s\": %.3f, "
-		   "\"median_mem_read_gb_per_s\": %.3f, "
-		   "\"ratio_catchup_to_mem_read\": %.4f},\n",
-		cu_med(res, 0), cu_med(res, 2), cu_med(res, 4));
+	fprintf(f, ",\n  \"latency\": ");
+	if (json_section(f, cfg, SEC_LAT)) {
+		json_lat(f, res);
+		fprintf(f, "\n  ]");
+	}
+	fprintf(f, ",\n  \"wake\": ");
+	if (json_section(f, cfg, SEC_WAKE))
+		json_wake(f, cfg, res);
+	fprintf(f, ",\n  \"catchup\": ");
+	if (cfg->sections & SEC_CATCHUP && res->ncatchup)
+		json_catchup(f, res);
+	else
+		fputs("null", f);
+	fprintf(f, ",\n");
+	json_pattern(f, cfg, res);
 	struct target t[48];
 	int nt = targets(cfg, res, t, 48);
 	fprintf(f, "  \"targets\": [");
 	for (int i = 0; i < nt; i++) {
 		fprintf(f, "%s\n    {\"what\": ", i ? "," : "");
 		json_str(f, t[i].what);
-		fprintf(f, ", \"value\": %.4f, \"goal\": \"%s %.2f\", "
+		if (t[i].known)
+			fprintf(f, ", \"value\": %.4f", t[i].value);
+		else
+			fprintf(f, ", \"value\": null");
+		fprintf(f, ", \"clean_rounds\": %d, \"goal\": \"%s %.2f\", "
 			   "\"verdict\": \"%s\"}",
-			t[i].value, t[i].higher_better ? ">=" : "<=",
+			t[i].rounds, t[i].higher_better ? ">=" : "<=",
 			t[i].goal, verdict(&t[i]));
 	}
 	fprintf(f, "\n  ],\n  \"failures\": %d\n}\n", res->failures);

@@ -14,20 +14,14 @@
 /* ---- summaries -----------------------------------------------------------
  * "clean" rounds: the probes before and after the measurement both got at
  * least CLEAN_CPUS CPUs, i.e. the machine ran two processes at once around
- * it. Figures are given over clean rounds when there are any (else over
- * all rounds, marked), and over all rounds in the JSON as well. */
+ * it, and bounced the cache line in under CLEAN_RTT_NS. Fixed thresholds,
+ * not relative to the run's quickest probe: a run that never saw the
+ * machine in a good state has no clean rounds, and says so. Figures are
+ * given over clean rounds when there are any (else over all rounds,
+ * marked), and over all rounds in the JSON as well. */
 
-
-static double rtt_max = 1e300;
-
-/* The fast state: round trips up to twice the quickest probe of the run. */
 void summary_init(struct results *res)
 {
-	double lo = 0;
-	for (int i = 0; i < res->nprobes; i++)
-		if (res->probes[i] > 0 && (!lo || res->probes[i] < lo))
-			lo = res->probes[i];
-	rtt_max = lo > 0 ? 2 * lo : 1e300;
 	for (int i = 0; i < res->nlat; i++) {
 		struct lat_cell *c = &res->lat[i];
 		histo_reset(&c->clean);
@@ -39,13 +33,13 @@ void summary_init(struct results *res)
 
 double clean_rtt_max(void)
 {
-	return rtt_max;
+	return CLEAN_RTT_NS;
 }
 
 static int state_ok(double cap0, double cap1, double rtt0, double rtt1)
 {
 	return cap0 >= CLEAN_CPUS && cap1 >= CLEAN_CPUS && rtt0 > 0 &&
-	       rtt1 > 0 && rtt0 <= rtt_max && rtt1 <= rtt_max;
+	       rtt1 > 0 && rtt0 < CLEAN_RTT_NS && rtt1 < CLEAN_RTT_NS;
 }
 
 int tp_clean(const struct tp_cell *c, const struct tp_sample *s)
@@ -295,16 +289,18 @@ int targets(const struct config *cfg, const struct results *res,
 		snprintf(t[n].what, sizeof(t[n].what),
 			 "blocking ping-pong %s: crs io_uring p50 / raw futex p50",
 			 sz);
-		t[n].value = lat_ratio(u, f, LAT_P50);
+		t[n].value = lat_ratio_n(u, f, LAT_P50, 1, &t[n].rounds);
 		t[n].goal = 1.3;
-		t[n].known = u && f && t[n].value > 0;
+		t[n].measured = u && f;
+		t[n].known = t[n].measured && t[n].rounds && t[n].value > 0;
 		n++;
 		snprintf(t[n].what, sizeof(t[n].what),
 			 "blocking ping-pong %s: crs io_uring p50 / pipe p50",
 			 sz);
-		t[n].value = lat_ratio(u, p, LAT_P50);
+		t[n].value = lat_ratio_n(u, p, LAT_P50, 1, &t[n].rounds);
 		t[n].goal = 1.0;
-		t[n].known = u && p && t[n].value > 0;
+		t[n].measured = u && p;
+		t[n].known = t[n].measured && t[n].rounds && t[n].value > 0;
 		n++;
 	}
 	for (int z = 0; z < cfg->nsizes && n < max; z++) {
@@ -317,28 +313,37 @@ int targets(const struct config *cfg, const struct results *res,
 		fmt_size(sz, sizeof(sz), size);
 		snprintf(t[n].what, sizeof(t[n].what),
 			 "replay / publish throughput, %s", sz);
-		t[n].value = tp_ratio(r, p);
+		t[n].value = tp_ratio_n(r, p, 1, &t[n].rounds);
 		t[n].goal = 0.9;
 		t[n].higher_better = 1;
-		t[n].known = t[n].value > 0;
+		t[n].measured = 1;
+		t[n].known = t[n].rounds && t[n].value > 0;
 		n++;
 	}
 	if (res->ncatchup && n < max) {
+		/* One reader at a time, no spinning peer: every round
+		 * that succeeded counts, as for blocking scenarios. */
 		snprintf(t[n].what, sizeof(t[n].what),
 			 "catch-up / memory read bandwidth");
 		t[n].value = cu_med(res, 4);
 		t[n].goal = 0.5;
 		t[n].higher_better = 1;
-		t[n].known = t[n].value > 0;
+		t[n].measured = 1;
+		for (int i = 0; i < res->ncatchup; i++)
+			t[n].rounds += res->catchup[i].ok;
+		t[n].known = t[n].rounds && t[n].value > 0;
 		n++;
 	}
 	return n;
 }
 
+/* A verdict comes from clean rounds only: with none, there is none. */
 const char *verdict(const struct target *t)
 {
-	if (!t->known)
+	if (!t->measured)
 		return "not measured";
+	if (!t->known)
+		return "no clean rounds: no verdict";
 	int met = t->higher_better ? t->value >= t->goal : t->value <= t->goal;
 	return met ? "met" : "NOT met";
 }

@@ -149,6 +149,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		s->outstanding = crs_credit_outstanding(
 			crs_credit_limit(join, s->requested), info->published);
 		s->consumed = crs_load_relaxed(&ss->consumed_seq);
+		s->joined = join;
 		s->lag_messages = sat_sub(info->published, s->consumed);
 		s->lag_bytes = sat_sub(position, consumed_pos);
 		s->wakeups = crs_load_relaxed(&ss->wakeups);

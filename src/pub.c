@@ -517,6 +517,33 @@ void pub_wake_all(struct crs_pub *pub)
 			  crs_load_relaxed(&pub->hdr->stats.wakes) + 1);
 }
 
+/* Subscriber k of the active list announced that it sleeps on the
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
+ * looks again itself) or a terminal signal (which wakes everyone
+ * unconditionally) can give it work. A park word rewritten at every
+ * commit by a hostile peer thus costs one wake, not one per commit. */
+static int wake_due(struct crs_pub *pub, int k)
+{
+	struct pub_slot *s = &pub->slots[pub->active[k]];
+	/* Orders the load of the park word before the load of consumed:
+	 * pairs with the full fence in sub_publish(), which comes after
+	 * its store of consumed and before a later announcement. */
+	crs_fence_acquire();
+	uint64_t cons = crs_load_relaxed(&s->ctl->consumed);
+	if (cons >= pub->pos ||
+	    (s->woke_gen == pub->slot_gen && s->woke_consumed == cons))
+		return 0;
+	s->woke_gen = pub->slot_gen;
+	s->woke_consumed = cons;
+	return 1;
+}
+
 /* After a commit: wake subscribers parked on the current signal value. */
 static inline void wake_if_parked(struct crs_pub *pub)
 {
@@ -526,7 +553,8 @@ static inline void wake_if_parked(struct crs_pub *pub)
 	park_waker_fence(pub->fences);
 	for (int i = 0; i < pub->nparked; i++) {
 		uint64_t w = crs_load_relaxed(pub->parked[i]);
-		if ((w >> 32) && (uint32_t)w == pub->signal) {
+		if ((w >> 32) && (uint32_t)w == pub->signal &&
+		    wake_due(pub, i)) {
 			pub_wake_all(pub);
 			return;
 		}

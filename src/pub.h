@@ -46,6 +46,9 @@ struct pub_slot {
 				  began to hold the stream back */
 	int holding;	       /* held the stream back at the last look */
 	int asked;	       /* progress asked for since it last moved */
+	uint64_t woke_consumed; /* its consumed position when its park
+				   word last made us wake (wake_due) */
+	uint32_t woke_gen;      /* slot_gen then: valid while equal */
 };
 
 /* Publisher states: unconnected (before connect, after disconnect),

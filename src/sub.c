@@ -525,14 +525,19 @@ void sub_hangup(struct crs_sub *sub)
 }
 
 /* crs_sub_wait's hooks: park.h over this one subscription. */
-static int wait_announce(void *sub, struct ipc_waitset *ws)
+static int wait_announce(void *ctx, struct ipc_waitset *ws)
 {
+	struct crs_sub *sub = ctx;
+	sub->wait_gen = sub->stream_gen;
 	return sub_announce(sub, ws, 0);
 }
 
-static int wait_has_work(void *sub)
+/* The re-check may leave the stream (following): then what was armed
+ * is gone, so look again instead of sleeping on it. */
+static int wait_has_work(void *ctx)
 {
-	return sub_has_work(sub);
+	struct crs_sub *sub = ctx;
+	return sub_has_work(sub) || sub->wait_gen != sub->stream_gen;
 }
 
 static void wait_withdraw(void *sub)
@@ -645,8 +650,10 @@ uint64_t crs_sub_stream_id(const crs_sub *sub)
 
 static void sub_stop_opening(struct crs_sub *sub)
 {
-	if (sub->opening)
+	if (sub->opening) {
 		crs_opener_stop(&sub->op);
+		sub->stream_gen++; /* its fds are closed */
+	}
 	sub->opening = 0;
 }
 
@@ -719,6 +726,7 @@ static void sub_follow(struct crs_sub *sub)
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
 	crs_detach(&sub->at);
+	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;
 	sub->ctl = NULL;
 	sub->ring = NULL;
@@ -737,8 +745,10 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 	}
 	if (sub->gap_pending)
 		return -CRS_EGAP;
-	if (!sub->ended)
-		return sub_next(sub, len); /* opened: read */
+	if (!sub->ended) {
+		sub->cold = 0; /* opened: read */
+		return sub_next(sub, len);
+	}
 	if (!sub->follow || !sub->end_delivered)
 		return -CRS_EEND;
 	/* A new publisher can take the name only once the old one has

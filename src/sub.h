@@ -61,6 +61,11 @@ struct crs_sub {
 	uint64_t received_before;
 	struct crs_opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
+	/* Bumped when what a waitset may be armed on goes away (the old
+	 * stream's mapping, the opener's fds): waits armed before must be
+	 * forgotten, not slept on (loop.c, wait_has_work). */
+	uint32_t stream_gen;
+	uint32_t wait_gen; /* stream_gen when crs_sub_wait last armed */
 };
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within

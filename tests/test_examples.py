@@ -276,7 +276,9 @@ def main():
     env_path = os.pathsep.join(tool_dirs + [os.environ["PATH"]])
     with tempfile.TemporaryDirectory(dir=os.environ.get("CRS_TEST_TMP")) as fixture:
         make_fixture(fixture)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        # Runs mostly wait (for demand, a linger, a peer), so six at once
+        # fit on two CPUs.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
             jobs = {pool.submit(run_once, ex, r, fixture, env_path, opt.timeout): ex
                     for ex in examples for r in range(1, runs + 1)}
             for job in concurrent.futures.as_completed(jobs):

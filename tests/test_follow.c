@@ -162,6 +162,60 @@ static void test_follow_poll(void **state)
 	close(c3);
 }
 
+/* A publisher that evicts its only subscriber (it requests nothing, so
+ * it holds the lockstep stream back), then closes. */
+static int evicting_publisher(void *arg, int chan)
+{
+	const char *name = arg;
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.untethered_ms = 100;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(name, &o, &pub), 0);
+	CHECK_EQ(tu_send(chan, READY, 0), 0);
+	CHECK_EQ(tu_pub_await_count(pub, 1, 30000), 0);
+	int64_t deadline = tu_now_ms() + 20000;
+	while (crs_pub_subscribers(pub) > 0 && tu_now_ms() < deadline)
+		crs_pub_wait(pub, LEN, 50); /* evicts on the way */
+	CHECK_EQ(crs_pub_subscribers(pub), 0);
+	crs_pub_close(pub);
+	return 0;
+}
+
+/* An end of the subscriber's own making (here: evicted as a slow
+ * consumer) stops following: a new publisher of the name is not
+ * followed, the end stays. */
+static void test_follow_stops_at_eviction(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "evict");
+	int c1, c2;
+	pid_t pid1 = tu_spawn(evicting_publisher, name, &c1, 60);
+	assert_int_equal(tu_expect(c1, READY, NULL, 10000), 0);
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.prefetch = 0;
+	o.follow = 1;
+	o.wait_ms = 10000;
+	crs_sub *sub;
+	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
+	expect_end(sub, ETIMEDOUT);
+	assert_int_equal(tu_wait_child(pid1, 10000), 0);
+	struct pub_arg p2 = { name, 1, COMPLETE_AND_CLOSE };
+	pid_t pid2 = start_publisher(&p2, &c2);
+	struct crs_msg m;
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(crs_sub_poll(sub, &m), -CRS_EEND);
+		assert_int_equal(crs_sub_wait(sub, 20), 0); /* the end */
+	}
+	assert_int_equal(crs_sub_end(sub)->code, ETIMEDOUT);
+	crs_sub_close(sub);
+	tu_kill(pid2);
+	close(c1);
+	close(c2);
+}
+
 /* ---- in a loop ---------------------------------------------------------- */
 
 struct events {
@@ -402,6 +456,7 @@ int main(void)
 	tu_init();
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_follow_poll),
+		TU_TEST(test_follow_stops_at_eviction),
 		TU_TEST(test_follow_loop),
 		TU_TEST(test_async_open_does_not_block_loop),
 		TU_TEST(test_async_open_missing),

@@ -12,7 +12,11 @@
 # holding back; replay depth; the text output; a closed stream; a publisher
 # killed with SIGKILL shown as dead to a crs-top that watched it die and to
 # one started afterwards; a new publisher taking the dead one's name (the
-# watcher re-opens it); usage errors.
+# watcher re-opens it); four SIGSTOPped publishers, whose handshakes never
+# answer, shown as no-answer by a crs-top -n 1 that does not wait for them
+# one after another (a 10 s guard: serially they took 2 s each); the
+# activity (stalled, idle), command names and consumed-since-joined of
+# the held-back stream; usage errors.
 #
 # usage: test_top_json.sh CRS_TOP TOP_FIXTURE
 set -eu
@@ -103,6 +107,24 @@ wait_for 10 last_has '"name":"ticks","state":"live"[^]]*"published":100,' \
 "$top" -b -n 1 -d 0.1 >"$tmp/text.out" 2>"$tmp/text.err" ||
 	fail "crs-top -b -n 1 failed"
 
+# Four stopped publishers: one crs-top run still reports at once, marking
+# them, with the live streams' figures beside them.
+frozen_pids=""
+for k in 1 2 3 4; do
+	"$fixture" "frozen$k" -f -T 40 >"$tmp/frozen$k.out" 2>"$tmp/frozen$k.err" &
+	pids="$pids $!"
+	wait_for 10 has_line '^ready' "frozen$k.out" || fail "frozen$k not ready"
+	frozen_pids="$frozen_pids $(awk '/^ready/ { print $2 }' "$tmp/frozen$k.out")"
+done
+# shellcheck disable=SC2086 # a list of pids
+kill -STOP $frozen_pids
+timeout 10 "$top" --json -n 1 -d 0.3 >"$tmp/frozen.out" 2>"$tmp/frozen.err" ||
+	fail "crs-top --json -n 1 with four stopped publishers did not finish in 10 s"
+timeout 10 "$top" -b -n 1 -d 0.3 >"$tmp/frozen_text.out" 2>"$tmp/frozen_text.err" ||
+	fail "crs-top -b -n 1 with four stopped publishers did not finish in 10 s"
+# shellcheck disable=SC2086
+kill -KILL $frozen_pids
+
 # beta closes; ticks dies.
 kill -TERM "$beta"
 kill -KILL "$fix"
@@ -123,7 +145,7 @@ wait_for 10 last_has "\"name\":\"ticks\",\"state\":\"live\",[^]]*\"pid\":$new,[^
 kill -TERM "$live"
 wait "$live" 2>/dev/null || true
 
-for f in empty live steady text fresh fresh_text; do
+for f in empty live steady text fresh fresh_text frozen frozen_text; do
 	[ ! -s "$tmp/$f.err" ] || fail "crs-top wrote to stderr ($f.err)"
 done
 
@@ -214,6 +236,8 @@ if check(s is not None, "ticks missing from the steady documents"):
     check(s["published"] == TOTAL, f"published {s['published']}")
     check(s["bytes"] == TOTAL * SIZE, f"bytes {s['bytes']}")
     check(s["msgs_per_s"] == 0, f"held back, yet {s['msgs_per_s']} msg/s")
+    check(s["activity"] == "stalled", f"held back, yet {s['activity']}")
+    check(s["command"] == "top_fixture", f"publisher command {s['command']}")
     check(s["no_demand"] > 0, "held back, yet no claim was refused")
     check(s["subscriber_count"] == 2, f"{s['subscriber_count']} subscribers")
     subs = {x["pid"]: x for x in s["subscribers"]}
@@ -228,6 +252,13 @@ if check(s is not None, "ticks missing from the steady documents"):
         check(lag * SIZE <= sl["lag_bytes"] <= lag * (SIZE + 64),
               f"slow lag_bytes {sl['lag_bytes']}")
         check(sl["holding_back"] is True, "slow is not holding back")
+        check(sl["activity"] == "stalled",
+              f"slow reads nothing of its lag, yet {sl['activity']}")
+        check(fa["activity"] == "idle", f"fast is caught up, yet {fa['activity']}")
+        check(sl["command"] == "top_fixture" and fa["command"] == "top_fixture",
+              f"commands {sl['command']}, {fa['command']}")
+        check(sl["joined"] == 0 and sl["consumed"] - sl["joined"] == CONSUME,
+              f"slow joined {sl['joined']}")
         check(fa["requested"] == "unbounded", f"fast {fa['requested']}")
         check(fa["outstanding"] == "unbounded", f"fast {fa['outstanding']}")
         check(fa["consumed"] == TOTAL and fa["lag_messages"] == 0,
@@ -255,16 +286,31 @@ check(s is not None and s["mode"] == "publish" and s["retained"] == 0,
 with open(f"{tmp}/text.out") as f:
     rows = [l.split() for l in f]
 row = [r for r in rows if r and r[0] == "ticks"]
-check(row and row[0][3] == "live" and row[0][8] == "2" and row[0][9] == "-",
-      f"text row {row}")
+check(row and row[0][3] == "stalled" and row[0][8] == "2" and row[0][9] == "-"
+      and row[0][10] == str(slow), f"text row {row}")
 row = [r for r in rows if r and r[0] == "story"]
 check(row and row[0][2] == "replay" and row[0][9] == "20", f"text row {row}")
 sub = [r for r in rows if len(r) >= 2 and r[1] == str(slow)]
-check(sub and sub[0][2] == str(TOTAL - CONSUME) and sub[0][4] == "0"
+check(sub and sub[0][2] == "top_fixture" and sub[0][3] == "stalled"
+      and sub[0][4] == str(TOTAL - CONSUME) and sub[0][6] == "0"
+      and sub[0][7] == str(TOTAL) and sub[0][8] == str(CONSUME)
       and sub[0][-1] == "yes", f"text slow row {sub}")
 sub = [r for r in rows if len(r) >= 2 and r[1] == str(fast)]
-check(sub and sub[0][4] == "unbounded" and sub[0][-1] != "yes",
+check(sub and sub[0][6] == "unbounded" and sub[0][-1] != "yes",
       f"text fast row {sub}")
+
+# Stopped publishers: marked, and the others still read.
+doc = load("frozen.out")[0]
+for k in range(1, 5):
+    f = find(doc, f"frozen{k}")
+    check(f is not None and f["state"] == "no-answer",
+          f"frozen{k}: {f and f['state']}")
+s = find(doc, "ticks")
+check(s is not None and s["published"] == TOTAL, "ticks unread beside frozen ones")
+with open(f"{tmp}/frozen_text.out") as f:
+    rows = [l.split() for l in f]
+check(sum(1 for r in rows if r[:1] and r[0].startswith("frozen")
+          and r[3] == "no-answer") == 4, "text: frozen streams not no-answer")
 
 # beta closed: shown once as closed, then forgotten.
 closed = [find(d, "beta") for d in live]

@@ -28,6 +28,8 @@
 #define TICK_MS 20
 #define MAX_PULLS 8
 #define PULL_EXPIRES_MS 1000
+#define ACK_EVERY 128 /* messages per ack (AckAll), or ACK_DELAY_MS */
+#define ACK_DELAY_MS 10
 #define STATE_MAGIC 0x3174617473627263ULL /* "crbstat1" */
 
 /* Where the bridge stands, in a file mapping that outlives a kill -9.
@@ -53,6 +55,7 @@ struct pull {
 struct in {
 	const struct bridge_opts *o;
 	struct bridge_nats n;
+	int nats_open;
 	crs_pub *pub;
 	crs_loop *loop;
 	int timer_fd;
@@ -69,7 +72,8 @@ struct in {
 	uint64_t sid, oseq, sseq; /* the last message handled */
 	int have_last;
 	char ack_to[256]; /* reply subject of the last handled message */
-	int ack_due;
+	uint64_t handled, acked_upto; /* messages handled; covered by acks */
+	int64_t ack_due_ns; /* when the oldest unacked one was handled */
 
 	uint64_t reconnects_seen;
 	int64_t heard_ns;
@@ -451,17 +455,29 @@ static void commit_queue(struct in *b)
 		b->sseq = ack_token(reply, 3);
 		state_save(b);
 		snprintf(b->ack_to, sizeof(b->ack_to), "%s", reply);
-		b->ack_due = 1;
+		if (b->handled++ == b->acked_upto)
+			b->ack_due_ns = bridge_now_ns();
 		b->q_head = (b->q_head + 1) % b->q_cap;
 		b->q_len--;
 		natsMsg_Destroy(m);
 	}
-	if (b->ack_due) { /* AckAll: one ack covers the batch */
-		if (natsConnection_PublishString(b->n.nc, b->ack_to, "+ACK") ==
-		    NATS_OK)
-			b->fig.acked = b->fig.sent + b->fig.skipped +
-				       b->fig.rejected + (uint64_t)b->ended;
-		b->ack_due = 0;
+}
+
+/* AckAll: one ack covers every message handled before it. Acks go in
+ * batches (each costs the server as much as a message), at the latest
+ * ACK_DELAY_MS after the first message they cover; the state file, not
+ * the ack, is what a restart trusts. */
+static void flush_ack(struct in *b, int now_anyway)
+{
+	uint64_t due = b->handled - b->acked_upto;
+	if (!due || (!now_anyway && due < ACK_EVERY &&
+		     bridge_now_ns() - b->ack_due_ns < ACK_DELAY_MS * 1000000LL))
+		return;
+	if (natsConnection_PublishString(b->n.nc, b->ack_to, "+ACK") == NATS_OK) {
+		b->acked_upto = b->handled;
+		b->fig.acked = b->handled;
+	} else {
+		b->fig.errors++;
 	}
 }
 
@@ -486,6 +502,7 @@ static void pump(struct in *b)
 	while ((m = bridge_nats_next(&b->n)))
 		on_inbox(b, m);
 	commit_queue(b);
+	flush_ack(b, b->ended);
 	int64_t now = bridge_now_ns();
 	uint64_t rc = atomic_load(&b->n.reconnects);
 	if (rc != b->reconnects_seen) { /* pulls of the old link are gone */
@@ -535,7 +552,10 @@ int bridge_in(const struct bridge_opts *o)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	if (state_open(b) || bridge_nats_open(&b->n, o) || consumer_setup(b))
+	if (state_open(b))
+		goto out;
+	b->nats_open = 1; /* also after a failure: close cleans up */
+	if (bridge_nats_open(&b->n, o) || consumer_setup(b))
 		goto out;
 	int err = crs_pub_create(o->stream, &o->pub, &b->pub);
 	if (err) {
@@ -566,6 +586,7 @@ int bridge_in(const struct bridge_opts *o)
 		}
 		pump(b);
 	}
+	flush_ack(b, 1);
 	natsConnection_FlushTimeout(b->n.nc, 1000); /* the last ack */
 	/* Ended: let the subscribers read the rest and the end. */
 	while (b->ended && !stop && crs_pub_wait_consumed(b->pub, 200))
@@ -582,7 +603,7 @@ out:
 	for (size_t i = 0; i < b->q_len; i++)
 		natsMsg_Destroy(b->q[(b->q_head + i) % b->q_cap]);
 	free(b->q);
-	if (b->n.nc || b->n.efd)
+	if (b->nats_open)
 		bridge_nats_close(&b->n);
 	if (b->st)
 		munmap(b->st, sizeof(*b->st));

@@ -7,7 +7,13 @@
  * This file owns option parsing; the sampler, which keeps one inspector
  * per stream open across refreshes (opening is a handshake with the
  * publisher, so it happens once per stream, again only when the stream is
- * replaced) and turns two snapshots into rates; and the three outputs:
+ * replaced, and on a thread of its own: a publisher that does not answer,
+ * stopped or in a debugger, never holds up the screen; it is shown as
+ * not answering) and turns two snapshots into rates and activity (live,
+ * idle, stalled, stopped); the column fitter, which keeps every number
+ * whole and the holding-back marker in sight at any width, dropping the
+ * least useful columns and eliding long names in the middle; and the
+ * three outputs:
  * the ncurses view, plain text lines (-b) and one JSON document per line
  * (--json). The terminal is restored on every way out: the SIGINT,
  * SIGTERM and SIGHUP handlers only set a flag the main loop watches, and
@@ -16,12 +22,15 @@
  */
 #include <curses.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <libutil.h> /* humanize_number(3), from libbsd-overlay */
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +46,13 @@
 #define EXIT_USAGE 2
 
 #define TOP_MAX_SUBS 64		/* crs_pub_opts.max_subscribers is 1..64 */
-#define TOP_ERROR 100		/* a state beyond enum crs_stream_state */
+#define TOP_ERROR 100		/* states beyond enum crs_stream_state: */
+#define TOP_OPENING 101		/* the first handshake is under way */
+#define TOP_NO_ANSWER 102	/* the publisher has not answered in time */
+#define ANSWER_NS 250000000LL	/* a handshake slower than this: no answer */
+#define FIRST_DRAW_NS 150000000LL /* the first screen waits this long at most */
+#define COLLECT_MS 20		/* look for finished handshakes this often */
+#define ERR_BYTES 160		/* an error's words, as shown */
 #define RETRY_NS 2000000000LL	/* re-try a failed handshake this much later, */
 #define RETRY_MAX_NS 32000000000LL /* doubling up to this */
 #define NS_PER_S 1000000000.0
@@ -98,6 +113,10 @@ static const char *state_name(int state)
 		return "dead";
 	case CRS_STREAM_DENIED:
 		return "denied";
+	case TOP_OPENING:
+		return "opening";
+	case TOP_NO_ANSWER:
+		return "no-answer";
 	default:
 		return "error";
 	}
@@ -115,28 +134,68 @@ static void mode_text(char *buf, size_t size, uint32_t mode)
 
 /* ---- The sampler -------------------------------------------------------- */
 
+/* What a live stream or a subscriber did over the last interval. */
+enum activity {
+	ACT_UNKNOWN, /* no previous snapshot, or not live */
+	ACT_LIVE,    /* stream: published; subscriber: consumed */
+	ACT_IDLE,    /* nothing moved and nothing waits: all caught up */
+	ACT_STALLED, /* nothing moved although messages wait to be read */
+	ACT_STOPPED, /* the process is stopped (SIGSTOP, a debugger) */
+};
+
+static const char *const activity_names[] = { "-", "live", "idle", "stalled",
+					      "stopped" };
+
 struct top_sub {
 	struct crs_sub_info i;
 	double wake_rate; /* wakeups/s over the last interval; < 0 unknown */
+	int activity;	  /* enum activity */
+	char comm[20];	  /* the process's command name, or "?" */
+};
+
+/* An inspector being opened on a thread of its own. The thread and the
+ * sampler share it: whoever comes second (the thread finishing, or the
+ * sampler giving up on the stream) frees it. */
+enum { JOB_RUNNING, JOB_DONE, JOB_ABANDONED };
+
+struct open_job {
+	char name[CRS_NAME_MAX + 1];
+	_Atomic int state;
+	int err;	  /* written before state becomes JOB_DONE */
+	char why[ERR_BYTES]; /* crs_errmsg() of the thread, on an error */
+	crs_inspector *in;
+	int64_t started_ns;
 };
 
 struct top_stream {
 	char name[CRS_NAME_MAX + 1];
 	crs_inspector *in;
+	struct open_job *job;	/* a handshake under way, or NULL */
 	dev_t dev;		/* the socket the inspector came through */
 	ino_t ino;
-	int state;		/* enum crs_stream_state, or TOP_ERROR */
+	int state;		/* enum crs_stream_state, or TOP_* */
 	int err;		/* why it could not be inspected, or 0 */
+	char why[ERR_BYTES];	/* the library's words for err, or "" */
 	int have;		/* info and subs hold a snapshot */
 	struct crs_stream_info info;
 	double msg_rate;	/* messages/s over the interval; < 0 unknown */
 	double byte_rate;	/* bytes/s likewise */
+	int activity;		/* enum activity, for a live stream */
+	char comm[20];		/* the publisher's command name */
 	struct top_sub subs[TOP_MAX_SUBS];
 	int nsubs;		/* active subscribers (may exceed the array) */
 	int64_t retry_ns;	/* no new handshake before this time */
 	int64_t backoff_ns;	/* the wait after the next failed handshake */
 	int listed;		/* in the latest directory listing */
 	int gone;		/* left the directory: shown once more */
+};
+
+/* A dead stream pruned from the view (its stale socket stays until a
+ * new publisher replaces it): hidden while the socket is the same. */
+struct pruned {
+	char name[CRS_NAME_MAX + 1];
+	dev_t dev;
+	ino_t ino;
 };
 
 struct top_set {
@@ -146,6 +205,8 @@ struct top_set {
 	int names_cap;
 	int list_err;	/* the latest listing's error, or 0 */
 	char dir[PATH_MAX];
+	struct pruned *pruned;
+	int npruned;
 };
 
 static int shown_subs(const struct top_stream *s)
@@ -169,6 +230,54 @@ static uint64_t max_lag(const struct top_stream *s)
 	return m;
 }
 
+/* The first subscriber holding the publisher back, or NULL. */
+static const struct top_sub *holder(const struct top_stream *s)
+{
+	for (int k = 0; k < shown_subs(s); k++)
+		if (s->subs[k].i.holding_back)
+			return &s->subs[k];
+	return NULL;
+}
+
+/* A process's command name and run state from /proc/PID/stat ("PID
+ * (COMM) S ..."; COMM may hold anything, so the state follows the last
+ * ')'). The name is made printable and spaceless, for columns. Returns
+ * the state letter ('T' or 't': stopped), or 0 if unknown. */
+static int proc_look(int pid, char *comm, size_t size)
+{
+	char path[32], buf[256];
+	snprintf(comm, size, "?");
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren ||
+	    close_paren[1] != ' ')
+		return 0;
+	size_t len = (size_t)(close_paren - open_paren - 1);
+	if (len >= size)
+		len = size - 1;
+	for (size_t k = 0; k < len; k++) {
+		unsigned char c = (unsigned char)open_paren[1 + k];
+		comm[k] = c > ' ' && c < 0x7f ? (char)c : '_';
+	}
+	comm[len] = 0;
+	return (unsigned char)close_paren[2];
+}
+
+static int is_stopped(int pstate)
+{
+	return pstate == 'T' || pstate == 't';
+}
+
 /* The identity of the socket a stream is published on, so that a stream
  * replaced by a new publisher of the same name is noticed and re-opened,
  * and a stale socket told from a vanished one. The path is the one
@@ -182,6 +291,67 @@ static int sock_id(const struct top_set *t, const char *name, struct stat *st)
 	return stat(path, st) < 0 ? -errno : 0;
 }
 
+static void *open_worker(void *arg)
+{
+	struct open_job *job = arg;
+	job->err = crs_inspect_open(job->name, &job->in);
+	if (job->err) /* thread-local: keep the words for the sampler */
+		snprintf(job->why, sizeof(job->why), "%s", crs_errmsg());
+	if (atomic_exchange(&job->state, JOB_DONE) == JOB_ABANDONED) {
+		if (!job->err)
+			crs_inspect_close(job->in);
+		free(job);
+	}
+	return NULL;
+}
+
+/* Start opening an inspector on a thread. Returns 0 or -errno. */
+static int job_start(struct top_stream *s, int64_t now)
+{
+	struct open_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	snprintf(job->name, sizeof(job->name), "%s", s->name);
+	atomic_init(&job->state, JOB_RUNNING);
+	job->started_ns = now;
+	pthread_attr_t attr;
+	pthread_t th;
+	int err = pthread_attr_init(&attr);
+	if (!err) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		err = pthread_create(&th, &attr, open_worker, job);
+		pthread_attr_destroy(&attr);
+	}
+	if (err) {
+		free(job);
+		return -err;
+	}
+	s->job = job;
+	return 0;
+}
+
+/* Leave an unfinished handshake to its thread. */
+static void job_abandon(struct top_stream *s)
+{
+	struct open_job *job = s->job;
+	if (!job)
+		return;
+	s->job = NULL;
+	if (atomic_exchange(&job->state, JOB_ABANDONED) == JOB_DONE) {
+		if (!job->err)
+			crs_inspect_close(job->in);
+		free(job);
+	}
+}
+
+static int jobs_pending(const struct top_set *t)
+{
+	for (int i = 0; i < t->n; i++)
+		if (t->v[i]->job)
+			return 1;
+	return 0;
+}
+
 static void stream_close(struct top_stream *s)
 {
 	crs_inspect_close(s->in);
@@ -189,6 +359,7 @@ static void stream_close(struct top_stream *s)
 	s->have = 0;
 	s->nsubs = 0;
 	s->msg_rate = s->byte_rate = -1;
+	s->activity = ACT_UNKNOWN;
 }
 
 static struct top_stream *stream_find(const struct top_set *t, const char *name)
@@ -213,7 +384,7 @@ static struct top_stream *stream_add(struct top_set *t, const char *name)
 	if (!s)
 		return NULL;
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	s->state = TOP_ERROR;
+	s->state = TOP_OPENING;
 	s->msg_rate = s->byte_rate = -1;
 	t->v[t->n++] = s;
 	return s;
@@ -221,13 +392,33 @@ static struct top_stream *stream_add(struct top_set *t, const char *name)
 
 static void stream_remove(struct top_set *t, int i)
 {
+	job_abandon(t->v[i]);
 	stream_close(t->v[i]);
 	free(t->v[i]);
 	memmove(&t->v[i], &t->v[i + 1], (size_t)(t->n - i - 1) * sizeof(*t->v));
 	t->n--;
 }
 
-/* Read a snapshot and derive the rates from the previous one. */
+/* What a live stream did: published, or had a subscriber consume, in
+ * the interval (live); else whether messages wait for a subscriber that
+ * does not read them (stalled) or everyone is caught up (idle). A
+ * stopped publisher is stopped, whatever its figures say. */
+static int stream_activity(const struct top_stream *s, int pstate, int rated,
+			   uint64_t published_before, int consumed_moved)
+{
+	if (s->info.state != CRS_STREAM_LIVE)
+		return ACT_UNKNOWN;
+	if (is_stopped(pstate))
+		return ACT_STOPPED;
+	if (!rated)
+		return ACT_UNKNOWN;
+	if (s->info.published != published_before || consumed_moved)
+		return ACT_LIVE;
+	return max_lag(s) ? ACT_STALLED : ACT_IDLE;
+}
+
+/* Read a snapshot and derive the rates and activity from the previous
+ * one. */
 static void stream_read(struct top_stream *s)
 {
 	struct crs_sub_info old[TOP_MAX_SUBS], cur[TOP_MAX_SUBS];
@@ -258,10 +449,13 @@ static void stream_read(struct top_stream *s)
 	}
 	/* A dead publisher's slots still read as active; nobody is. */
 	s->nsubs = info.state == CRS_STREAM_DEAD ? 0 : n;
+	int moved = 0;
 	for (int k = 0; k < shown_subs(s); k++) {
 		struct top_sub *d = &s->subs[k];
+		int pstate = proc_look(cur[k].pid, d->comm, sizeof(d->comm));
 		d->i = cur[k];
 		d->wake_rate = -1;
+		d->activity = is_stopped(pstate) ? ACT_STOPPED : ACT_UNKNOWN;
 		for (int j = 0; rated && j < nold; j++) {
 			if (old[j].slot != cur[k].slot ||
 			    old[j].pid != cur[k].pid ||
@@ -269,9 +463,17 @@ static void stream_read(struct top_stream *s)
 				continue;
 			d->wake_rate =
 				(double)(cur[k].wakeups - old[j].wakeups) / dt;
+			int ate = cur[k].consumed != old[j].consumed;
+			moved |= ate;
+			if (d->activity == ACT_UNKNOWN)
+				d->activity = ate		 ? ACT_LIVE
+					      : cur[k].lag_messages ? ACT_STALLED
+								    : ACT_IDLE;
 			break;
 		}
 	}
+	int pstate = proc_look(info.pub_pid, s->comm, sizeof(s->comm));
+	s->activity = stream_activity(s, pstate, rated, prev.published, moved);
 }
 
 /* Start inspecting s through a freshly opened inspector: no previous
@@ -289,19 +491,11 @@ static void stream_attach(const struct top_set *t, struct top_stream *s,
 	s->backoff_ns = 0;
 }
 
-/* Open an inspector for a listed stream that has none. Returns 0, or
- * -ENOENT when the stream vanished between the listing and now. */
-static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
+/* A handshake ended with err: show why, and when to try again. Returns
+ * -ENOENT if the stream vanished meanwhile. */
+static int stream_open_failed(struct top_set *t, struct top_stream *s,
+			      int err, int64_t now)
 {
-	if (now < s->retry_ns)
-		return 0; /* keep showing the last failure */
-	crs_inspector *in;
-	int err = crs_inspect_open(s->name, &in);
-	if (!err) {
-		stream_attach(t, s, in);
-		stream_read(s);
-		return 0;
-	}
 	struct stat st;
 	int id = sock_id(t, s->name, &st);
 	s->have = 0;
@@ -328,7 +522,11 @@ static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
 		s->state = CRS_STREAM_DENIED;
 		s->retry_ns = now + backoff;
 		break;
-	default: /* e.g. a publisher too busy to answer: do not stall */
+	case -ETIMEDOUT:
+		s->state = TOP_NO_ANSWER;
+		s->retry_ns = now + backoff;
+		break;
+	default:
 		s->state = TOP_ERROR;
 		s->retry_ns = now + backoff;
 		break;
@@ -340,27 +538,68 @@ static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
 	return 0;
 }
 
+/* Drive the handshake of a listed stream that has no inspector: start
+ * it when due, collect it when done, say so when it takes too long.
+ * Returns 0, or -ENOENT when the stream vanished. */
+static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
+{
+	if (!s->job) {
+		if (now < s->retry_ns)
+			return 0; /* keep showing the last failure */
+		if (job_start(s, now) < 0) {
+			/* No thread: open here, as a last resort. */
+			crs_inspector *in;
+			int err = crs_inspect_open(s->name, &in);
+			snprintf(s->why, sizeof(s->why), "%s",
+				 err ? crs_errmsg() : "");
+			if (err)
+				return stream_open_failed(t, s, err, now);
+			stream_attach(t, s, in);
+			stream_read(s);
+			return 0;
+		}
+	}
+	struct open_job *job = s->job;
+	if (atomic_load(&job->state) != JOB_DONE) {
+		if (now - job->started_ns > ANSWER_NS &&
+		    s->state != CRS_STREAM_DEAD)
+			s->state = TOP_NO_ANSWER;
+		return 0;
+	}
+	int err = job->err;
+	crs_inspector *in = job->in;
+	snprintf(s->why, sizeof(s->why), "%s", job->why);
+	s->job = NULL;
+	free(job);
+	if (err && s->in)
+		return 0; /* still dead: keep the last figures */
+	if (err)
+		return stream_open_failed(t, s, err, now);
+	stream_attach(t, s, in);
+	stream_read(s);
+	return 0;
+}
+
 /* Refresh one listed stream. Returns -ENOENT if it vanished. */
 static int stream_refresh(struct top_set *t, struct top_stream *s, int64_t now)
 {
 	struct stat st;
-	if (s->in && sock_id(t, s->name, &st) == 0 &&
-	    (st.st_dev != s->dev || st.st_ino != s->ino)) {
+	int id = sock_id(t, s->name, &st);
+	if (s->in && id == 0 && (st.st_dev != s->dev || st.st_ino != s->ino)) {
 		/* A new publisher took the name: inspect the new stream. */
 		stream_close(s);
+		job_abandon(s);
 		s->retry_ns = s->backoff_ns = 0;
+		s->state = TOP_OPENING;
 	}
 	if (!s->in)
 		return stream_open(t, s, now);
-	if (s->state == CRS_STREAM_DEAD) {
-		/* Keep the last figures, unless a new publisher answers on
-		 * the name (a stale socket refuses at once: this is cheap). */
-		crs_inspector *in;
-		if (crs_inspect_open(s->name, &in) < 0)
-			return 0;
-		stream_attach(t, s, in);
-	}
 	stream_read(s);
+	if (s->state == CRS_STREAM_DEAD)
+		/* Keep the last figures, and ask (on the thread; a stale
+		 * socket refuses at once) whether a new publisher answers
+		 * on the name: its socket may have the old one's inode. */
+		stream_open(t, s, now);
 	return 0;
 }
 
@@ -396,6 +635,87 @@ static void set_free(struct top_set *t)
 		stream_remove(t, t->n - 1);
 	free(t->v);
 	free(t->names);
+	free(t->pruned);
+}
+
+/* Whether a listed name is a pruned dead stream, still on the same
+ * socket; a pruned name whose socket changed is forgotten. */
+static int is_pruned(struct top_set *t, const char *name)
+{
+	for (int k = 0; k < t->npruned; k++) {
+		struct pruned *p = &t->pruned[k];
+		if (strcmp(p->name, name))
+			continue;
+		struct stat st;
+		if (sock_id(t, name, &st) == 0 && st.st_dev == p->dev &&
+		    st.st_ino == p->ino)
+			return 1;
+		*p = t->pruned[--t->npruned];
+		return 0;
+	}
+	return 0;
+}
+
+/* Drop the dead streams from the view. Returns how many. */
+static int set_prune(struct top_set *t)
+{
+	int n = 0;
+	for (int i = 0; i < t->n;) {
+		struct top_stream *s = t->v[i];
+		struct stat st;
+		if (s->state != CRS_STREAM_DEAD || sock_id(t, s->name, &st) < 0) {
+			i++;
+			continue;
+		}
+		void *p = realloc(t->pruned,
+				  (size_t)(t->npruned + 1) * sizeof(*t->pruned));
+		if (!p)
+			break;
+		t->pruned = p;
+		struct pruned *e = &t->pruned[t->npruned++];
+		snprintf(e->name, sizeof(e->name), "%s", s->name);
+		e->dev = st.st_dev;
+		e->ino = st.st_ino;
+		stream_remove(t, i);
+		n++;
+	}
+	return n;
+}
+
+/* Collect the handshakes that finished, and mark those taking too
+ * long. Returns nonzero if a stream changed. */
+static int set_collect(struct top_set *t)
+{
+	int64_t now = now_ns();
+	int changed = 0;
+	for (int i = 0; i < t->n;) {
+		struct top_stream *s = t->v[i];
+		if (s->job) {
+			int state = s->state;
+			changed |= atomic_load(&s->job->state) == JOB_DONE;
+			if (stream_open(t, s, now) == -ENOENT) {
+				stream_remove(t, i);
+				changed = 1;
+				continue;
+			}
+			changed |= s->state != state;
+		}
+		i++;
+	}
+	return changed;
+}
+
+/* Let the handshakes just started finish, up to `ns`, so that a first
+ * screen shows figures for every publisher that answers at once. */
+static void set_settle(struct top_set *t, int64_t ns)
+{
+	int64_t until = now_ns() + ns;
+	while (!g_stop && jobs_pending(t) && now_ns() < until) {
+		struct timespec nap = { 0, 2000000 };
+		nanosleep(&nap, NULL);
+		set_collect(t);
+	}
+	set_collect(t);
 }
 
 /* One refresh: list the directory, follow streams that came and went,
@@ -411,6 +731,8 @@ static void set_refresh(struct top_set *t)
 			t->v[i]->listed = 0;
 		for (int i = 0; i < n; i++) {
 			struct top_stream *s = stream_find(t, t->names[i]);
+			if (!s && is_pruned(t, t->names[i]))
+				continue;
 			if (!s)
 				s = stream_add(t, t->names[i]);
 			if (s) {
@@ -518,75 +840,257 @@ static void cell_demand(char *buf, size_t size, uint64_t v, int human)
 		cell_u64(buf, size, v, 0, human);
 }
 
-/* The width of the NAME column: the longest name, within what the line
- * leaves over (cols <= 0: no limit). */
-static int name_width(const struct top_set *t, int cols, int fixed)
+/* ---- Columns that fit ---------------------------------------------------- */
+
+/* A table column. Narrow screens drop the columns of highest prio first
+ * (prio 0 always stays); the flex column (names) gives up width first,
+ * down to FLEX_MIN, its text elided in the middle. Numbers are never cut:
+ * a column that does not fit whole is dropped whole. */
+struct col {
+	const char *head;
+	int left;  /* left-aligned (text), else right-aligned (numbers) */
+	int prio;
+	int flex;
+};
+
+#define CELL (CRS_NAME_MAX + 1) /* a name fits */
+#define MAX_COLS 12
+#define FLEX_MIN 12
+
+struct table {
+	const struct col *cols;
+	int ncols, nrows;
+	char (*cells)[CELL]; /* row-major, nrows * ncols; NULL if no memory */
+	int width[MAX_COLS]; /* 0: not shown */
+};
+
+static int table_new(struct table *tb, const struct col *cols, int ncols,
+		     int nrows)
 {
-	int w = 4;
-	for (int i = 0; i < t->n; i++) {
-		int len = (int)strlen(t->v[i]->name);
-		if (len > w)
-			w = len;
+	memset(tb, 0, sizeof(*tb));
+	tb->cols = cols;
+	tb->ncols = ncols;
+	tb->nrows = nrows;
+	tb->cells = calloc((size_t)(nrows ? nrows : 1) * (size_t)ncols,
+			   sizeof(*tb->cells));
+	return tb->cells ? 0 : -ENOMEM;
+}
+
+static char *table_cell(struct table *tb, int row, int c)
+{
+	return tb->cells[(size_t)row * (size_t)tb->ncols + (size_t)c];
+}
+
+/* Choose the columns and widths for a line of `budget` characters (<= 0:
+ * no limit, everything at its natural width). */
+static void table_fit(struct table *tb, int budget)
+{
+	int natural[MAX_COLS], used = -1, flex = -1;
+	for (int c = 0; c < tb->ncols; c++) {
+		int w = (int)strlen(tb->cols[c].head);
+		for (int r = 0; r < tb->nrows; r++) {
+			int len = (int)strlen(table_cell(tb, r, c));
+			if (len > w)
+				w = len;
+		}
+		natural[c] = w;
+		tb->width[c] = 0;
+		if (tb->cols[c].flex)
+			flex = c;
 	}
-	if (cols > 0 && w > cols - fixed) /* narrow: at least 8 */
-		w = cols - fixed > 8 ? cols - fixed : w < 8 ? w : 8;
-	return w;
+	int flex_min = flex < 0			 ? 0
+		       : natural[flex] < FLEX_MIN ? natural[flex]
+						  : FLEX_MIN;
+	for (int prio = 0; prio < 10; prio++) {
+		for (int c = 0; c < tb->ncols; c++) {
+			if (tb->cols[c].prio != prio)
+				continue;
+			int w = c == flex ? flex_min : natural[c];
+			if (budget > 0 && prio > 0 && used + 1 + w > budget)
+				continue;
+			tb->width[c] = w;
+			used += 1 + w;
+		}
+	}
+	if (flex >= 0 && tb->width[flex]) {
+		int room = budget > 0 ? budget - used : natural[flex];
+		int w = flex_min + (room > 0 ? room : 0);
+		tb->width[flex] = w < natural[flex] ? w : natural[flex];
+	}
 }
 
-#define STREAM_FIXED 77 /* width of the stream row without the name */
-
-static void stream_head(char *buf, size_t size, int nw)
+/* s in w characters: as it is, or its two ends around a '~'. */
+static void elide(char *out, size_t size, const char *s, int w)
 {
-	snprintf(buf, size, "%-*s %7s %-8s %-9s %10s %10s %6s %9s %5s %7s",
-		 nw, "NAME", "PID", "MODE", "STATE", "MSG/S", "BYTES/S",
-		 "FILL%", "DROPS", "SUBS", "REPLAY");
+	int len = (int)strlen(s);
+	if (len <= w || w < 3) {
+		snprintf(out, size, "%.*s", w, s);
+		return;
+	}
+	int head = (w - 1) / 2, tail = w - 1 - head;
+	snprintf(out, size, "%.*s~%s", head, s, s + len - tail);
 }
 
-static void stream_row(char *buf, size_t size, const struct top_stream *s,
-		       int nw, int human)
+/* Row `row` (-1: the heads) as one line. */
+static void table_line(const struct table *tb, int row, char *buf, size_t size)
 {
-	char pid[16] = "-", mode[16] = "-", mr[16], br[16], fill[16] = "-",
-	     drops[24] = "-", subs[16] = "-", replay[24] = "-";
+	size_t at = 0;
+	buf[0] = 0;
+	for (int c = 0; c < tb->ncols && at < size; c++) {
+		int w = tb->width[c];
+		if (!w)
+			continue;
+		const char *text = row < 0 ? tb->cols[c].head
+					   : tb->cells[(size_t)row * (size_t)tb->ncols +
+						       (size_t)c];
+		char cut[CELL];
+		elide(cut, sizeof(cut), text, w);
+		int n = snprintf(buf + at, size - at, "%s%*s%s",
+				 at ? " " : "", tb->cols[c].left ? 0 : w - (int)strlen(cut),
+				 "", cut);
+		if (n < 0)
+			break;
+		at += (size_t)n;
+		if (tb->cols[c].left && c + 1 < tb->ncols && at < size) {
+			n = snprintf(buf + at, size - at, "%*s",
+				     w - (int)strlen(cut), "");
+			at += n > 0 ? (size_t)n : 0;
+		}
+	}
+	/* No trailing blanks: a left-aligned last column pads nothing. */
+	while (at > 0 && at < size && buf[at - 1] == ' ')
+		buf[--at] = 0;
+}
+
+/* ---- The stream and subscriber tables ------------------------------------ */
+
+enum { SC_NAME, SC_PID, SC_MODE, SC_STATE, SC_RATE, SC_BRATE, SC_FILL,
+       SC_DROPS, SC_SUBS, SC_REPLAY, SC_HELD, SC_N };
+
+static const struct col stream_cols[SC_N] = {
+	[SC_NAME] = { "NAME", 1, 0, 1 },     [SC_PID] = { "PID", 0, 4, 0 },
+	[SC_MODE] = { "MODE", 1, 7, 0 },     [SC_STATE] = { "STATE", 1, 0, 0 },
+	[SC_RATE] = { "MSG/S", 0, 1, 0 },    [SC_BRATE] = { "BYTES/S", 0, 5, 0 },
+	[SC_FILL] = { "FILL%", 0, 2, 0 },    [SC_DROPS] = { "DROPS", 0, 6, 0 },
+	[SC_SUBS] = { "SUBS", 0, 1, 0 },     [SC_REPLAY] = { "REPLAY", 0, 3, 0 },
+	[SC_HELD] = { "HELD-BY", 0, 0, 0 },
+};
+
+enum { UC_SLOT, UC_PID, UC_COMM, UC_STATE, UC_LAG, UC_LAGB, UC_DEMAND,
+       UC_REQ, UC_CONS, UC_WAKE, UC_HOLD, UC_N };
+
+static const struct col sub_cols[UC_N] = {
+	[UC_SLOT] = { "SLOT", 0, 6, 0 },      [UC_PID] = { "PID", 0, 0, 0 },
+	[UC_COMM] = { "COMMAND", 1, 2, 1 },   [UC_STATE] = { "STATE", 1, 1, 0 },
+	[UC_LAG] = { "LAG(MSG)", 0, 1, 0 },   [UC_LAGB] = { "LAG(BYTES)", 0, 5, 0 },
+	[UC_DEMAND] = { "DEMAND", 0, 1, 0 },  [UC_REQ] = { "REQUESTED", 0, 3, 0 },
+	[UC_CONS] = { "CONSUMED", 0, 3, 0 },  [UC_WAKE] = { "WAKEUPS/S", 0, 4, 0 },
+	[UC_HOLD] = { "HOLDING", 1, 0, 0 },
+};
+
+/* Why a stream cannot be read, in words, or NULL: the library's account
+ * of the failure, or for a handshake still waiting, our own deadline. */
+static const char *stream_why(const struct top_stream *s)
+{
+	if (s->err)
+		return s->why[0] && strcmp(s->why, "no error") ? s->why
+							       : crs_strerror(s->err);
+	if (s->state == TOP_NO_ANSWER)
+		return "the publisher did not answer within 0.25 s (timed "
+		       "out waiting; stopped?)";
+	return NULL;
+}
+
+/* What the STATE column says: for a live stream what it did over the
+ * interval, else how it ended or why it cannot be read. */
+static const char *stream_state_text(const struct top_stream *s)
+{
+	if (s->state == CRS_STREAM_LIVE && s->activity != ACT_UNKNOWN)
+		return activity_names[s->activity];
+	return state_name(s->state);
+}
+
+static void stream_cells(struct table *tb, int row, const struct top_stream *s,
+			 int human)
+{
+	char *c[SC_N];
+	for (int k = 0; k < SC_N; k++) {
+		c[k] = table_cell(tb, row, k);
+		snprintf(c[k], CELL, "-");
+	}
 	const struct crs_stream_info *i = &s->info;
+	snprintf(c[SC_NAME], CELL, "%s", s->name);
 	if (s->have) {
-		snprintf(pid, sizeof(pid), "%d", i->pub_pid);
-		mode_text(mode, sizeof(mode), i->mode);
-		snprintf(fill, sizeof(fill), "%.1f", 100 * fill_of(s));
-		cell_u64(drops, sizeof(drops), i->dropped, 0, human);
-		snprintf(subs, sizeof(subs), "%d", s->nsubs);
+		snprintf(c[SC_PID], CELL, "%d", i->pub_pid);
+		mode_text(c[SC_MODE], CELL, i->mode);
+		snprintf(c[SC_FILL], CELL, "%.1f", 100 * fill_of(s));
+		cell_u64(c[SC_DROPS], CELL, i->dropped, 0, human);
+		snprintf(c[SC_SUBS], CELL, "%d", s->nsubs);
 		if (i->mode == CRS_MODE_REPLAY)
-			cell_u64(replay, sizeof(replay), i->retained, 0, human);
+			cell_u64(c[SC_REPLAY], CELL, i->retained, 0, human);
+		const struct top_sub *h = holder(s);
+		if (h)
+			snprintf(c[SC_HELD], CELL, "%d", h->i.pid);
 	}
-	cell_num(mr, sizeof(mr), s->msg_rate, 0, 1, human);
-	cell_num(br, sizeof(br), s->byte_rate, 1, 1, human);
-	int len = snprintf(buf, size,
-			   "%-*.*s %7s %-8s %-9s %10s %10s %6s %9s %5s %7s", nw,
-			   nw, s->name, pid, mode, state_name(s->state), mr, br,
-			   fill, drops, subs, replay);
-	if (s->err && len > 0 && (size_t)len < size)
-		snprintf(buf + len, size - (size_t)len, "  %s",
-			 crs_strerror(s->err));
+	snprintf(c[SC_STATE], CELL, "%s", stream_state_text(s));
+	cell_num(c[SC_RATE], CELL, s->msg_rate, 0, 1, human);
+	cell_num(c[SC_BRATE], CELL, s->byte_rate, 1, 1, human);
 }
 
-static void sub_head(char *buf, size_t size)
+static int stream_table(struct table *tb, const struct top_set *t, int human,
+			int budget)
 {
-	snprintf(buf, size, "%4s %7s %10s %11s %10s %10s %10s %9s %s", "SLOT",
-		 "PID", "LAG(MSG)", "LAG(BYTES)", "DEMAND", "REQUESTED",
-		 "CONSUMED", "WAKEUPS/S", "HOLDING");
+	if (table_new(tb, stream_cols, SC_N, t->n) < 0)
+		return -ENOMEM;
+	for (int r = 0; r < t->n; r++)
+		stream_cells(tb, r, t->v[r], human);
+	table_fit(tb, budget);
+	return 0;
 }
 
-static void sub_row(char *buf, size_t size, const struct top_sub *d, int human)
+/* Row r of the stream table (-1: the heads) and, after the columns, why
+ * the stream cannot be read. */
+static void stream_line(const struct table *tb, const struct top_set *t, int r,
+			char *buf, size_t size)
 {
-	char lag[24], lagb[24], dem[24], req[24], cons[24], wr[16];
-	cell_u64(lag, sizeof(lag), d->i.lag_messages, 0, human);
-	cell_u64(lagb, sizeof(lagb), d->i.lag_bytes, 1, human);
-	cell_demand(dem, sizeof(dem), d->i.outstanding, human);
-	cell_demand(req, sizeof(req), d->i.requested, human);
-	cell_u64(cons, sizeof(cons), d->i.consumed, 0, human);
-	cell_num(wr, sizeof(wr), d->wake_rate, 0, 1, human);
-	snprintf(buf, size, "%4d %7d %10s %11s %10s %10s %10s %9s %s",
-		 d->i.slot, d->i.pid, lag, lagb, dem, req, cons, wr,
-		 d->i.holding_back ? "yes" : "");
+	table_line(tb, r, buf, size);
+	size_t len = strlen(buf);
+	const char *why = r >= 0 ? stream_why(t->v[r]) : NULL;
+	if (why && len + 3 < size)
+		snprintf(buf + len, size - len, "  %s", why);
+}
+
+static void sub_cells(struct table *tb, int row, const struct top_sub *d,
+		      int human)
+{
+	char *c[UC_N];
+	for (int k = 0; k < UC_N; k++)
+		c[k] = table_cell(tb, row, k);
+	snprintf(c[UC_SLOT], CELL, "%d", d->i.slot);
+	snprintf(c[UC_PID], CELL, "%d", d->i.pid);
+	snprintf(c[UC_COMM], CELL, "%s", d->comm);
+	snprintf(c[UC_STATE], CELL, "%s", activity_names[d->activity]);
+	cell_u64(c[UC_LAG], CELL, d->i.lag_messages, 0, human);
+	cell_u64(c[UC_LAGB], CELL, d->i.lag_bytes, 1, human);
+	cell_demand(c[UC_DEMAND], CELL, d->i.outstanding, human);
+	cell_demand(c[UC_REQ], CELL, d->i.requested, human);
+	/* Messages consumed since it joined: the unit of REQUESTED. */
+	cell_u64(c[UC_CONS], CELL,
+		 d->i.consumed > d->i.joined ? d->i.consumed - d->i.joined : 0,
+		 0, human);
+	cell_num(c[UC_WAKE], CELL, d->wake_rate, 0, 1, human);
+	snprintf(c[UC_HOLD], CELL, "%s", d->i.holding_back ? "yes" : "");
+}
+
+static int sub_table(struct table *tb, const struct top_stream *s, int human,
+		     int budget)
+{
+	if (table_new(tb, sub_cols, UC_N, shown_subs(s)) < 0)
+		return -ENOMEM;
+	for (int k = 0; k < shown_subs(s); k++)
+		sub_cells(tb, k, &s->subs[k], human);
+	table_fit(tb, budget);
+	return 0;
 }
 
 /* ---- Batch output: plain text ------------------------------------------- */
@@ -602,22 +1106,29 @@ static void print_text(FILE *f, const struct top_set *t,
 	if (t->list_err)
 		fprintf(f, "error: cannot list the runtime directory: %s\n",
 			crs_strerror(t->list_err));
-	int nw = name_width(t, 0, 0);
-	stream_head(line, sizeof(line), nw);
+	struct table tb;
+	if (stream_table(&tb, t, 0, 0) < 0) {
+		fprintf(f, "error: out of memory\n\n");
+		return;
+	}
+	stream_line(&tb, t, -1, line, sizeof(line));
 	fprintf(f, "%s\n", line);
 	for (int i = 0; i < t->n; i++) {
 		const struct top_stream *s = t->v[i];
-		stream_row(line, sizeof(line), s, nw, 0);
+		stream_line(&tb, t, i, line, sizeof(line));
 		fprintf(f, "%s\n", line);
-		if (!shown_subs(s))
+		struct table st;
+		if (!shown_subs(s) || sub_table(&st, s, 0, 0) < 0)
 			continue;
-		sub_head(line, sizeof(line));
+		table_line(&st, -1, line, sizeof(line));
 		fprintf(f, "  %s\n", line);
 		for (int k = 0; k < shown_subs(s); k++) {
-			sub_row(line, sizeof(line), &s->subs[k], 0);
+			table_line(&st, k, line, sizeof(line));
 			fprintf(f, "  %s\n", line);
 		}
+		free(st.cells);
 	}
+	free(tb.cells);
 	fputc('\n', f);
 }
 
@@ -653,10 +1164,22 @@ static void json_demand(FILE *f, const char *key, uint64_t v)
 		fprintf(f, ",\"%s\":%" PRIu64, key, v);
 }
 
+static void json_activity(FILE *f, int activity)
+{
+	if (activity == ACT_UNKNOWN)
+		fputs("null", f);
+	else
+		fprintf(f, "\"%s\"", activity_names[activity]);
+}
+
 static void json_sub(FILE *f, const struct top_sub *d)
 {
 	const struct crs_sub_info *i = &d->i;
-	fprintf(f, "{\"slot\":%d,\"pid\":%d", i->slot, i->pid);
+	fprintf(f, "{\"slot\":%d,\"pid\":%d,\"command\":", i->slot, i->pid);
+	json_str(f, d->comm);
+	fprintf(f, ",\"activity\":");
+	json_activity(f, d->activity);
+	fprintf(f, ",\"joined\":%" PRIu64, i->joined);
 	json_demand(f, "requested", i->requested);
 	json_demand(f, "outstanding", i->outstanding);
 	fprintf(f,
@@ -671,7 +1194,8 @@ static void json_sub(FILE *f, const struct top_sub *d)
 static void json_stream(FILE *f, const struct top_stream *s)
 {
 	static const char *const stat_keys[] = {
-		"pid", "mode", "ring_size", "ring_used", "ring_fill",
+		"pid", "command", "activity", "mode", "ring_size", "ring_used",
+		"ring_fill",
 		"max_message", "published", "bytes", "dropped", "msgs_per_s",
 		"bytes_per_s", "subscriber_count", "wakes", "no_demand",
 		"no_room", "evicted", "refused", "epoch", "retained",
@@ -683,8 +1207,8 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	json_str(f, s->name);
 	fprintf(f, ",\"state\":\"%s\",\"gone\":%s,\"error\":",
 		state_name(s->state), s->gone ? "true" : "false");
-	if (s->err)
-		json_str(f, crs_strerror(s->err));
+	if (stream_why(s))
+		json_str(f, stream_why(s));
 	else
 		fputs("null", f);
 	if (!s->have) {
@@ -696,12 +1220,16 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	}
 	char mode[16];
 	mode_text(mode, sizeof(mode), i->mode);
+	fprintf(f, ",\"pid\":%d,\"command\":", i->pub_pid);
+	json_str(f, s->comm);
+	fputs(",\"activity\":", f);
+	json_activity(f, s->activity);
 	fprintf(f,
-		",\"pid\":%d,\"mode\":\"%s\",\"ring_size\":%" PRIu64
+		",\"mode\":\"%s\",\"ring_size\":%" PRIu64
 		",\"ring_used\":%" PRIu64 ",\"ring_fill\":%.6f"
 		",\"max_message\":%" PRIu32 ",\"published\":%" PRIu64
 		",\"bytes\":%" PRIu64 ",\"dropped\":%" PRIu64,
-		i->pub_pid, mode, i->ring_size, i->ring_used, fill_of(s),
+		mode, i->ring_size, i->ring_used, fill_of(s),
 		i->max_message, i->published, i->bytes, i->dropped);
 	json_rate(f, "msgs_per_s", s->msg_rate);
 	json_rate(f, "bytes_per_s", s->byte_rate);
@@ -773,7 +1301,8 @@ static int run_batch(struct top_set *t, const struct top_opts *o)
 {
 	int64_t step = (int64_t)(o->delay_s * NS_PER_S);
 	set_refresh(t);
-	int64_t next = now_ns() + step; /* handshakes may have taken a while */
+	set_settle(t, FIRST_DRAW_NS);
+	int64_t next = now_ns() + step;
 	for (long it = 0; !o->count || it < o->count; it++) {
 		if (nap_until(next))
 			break;
@@ -799,7 +1328,7 @@ static int run_batch(struct top_set *t, const struct top_opts *o)
 /* ---- The interactive view ----------------------------------------------- */
 
 enum { VIEW_LIST, VIEW_SUBS };
-enum { ACT_NONE, ACT_QUIT, ACT_REFRESH };
+enum { TUI_NONE, TUI_QUIT, TUI_REFRESH };
 
 struct tui {
 	struct top_opts *o;
@@ -898,33 +1427,40 @@ static void draw_list(struct tui *u, const struct top_set *t)
 			 crs_strerror(t->list_err));
 	else
 		put_line(1, A_NORMAL,
-			 "total %s msg/s   Enter subscribers  n r l s sort  "
-			 "h help  q quit",
+			 "total %s msg/s  Enter subscribers  n r l s sort  "
+			 "x prune dead  h help  q quit",
 			 total);
-	int nw = name_width(t, COLS, STREAM_FIXED);
-	stream_head(line, sizeof(line), nw);
+	struct table tb;
+	if (stream_table(&tb, t, 1, COLS) < 0) {
+		put_line(2, A_BOLD, "out of memory");
+		return;
+	}
+	stream_line(&tb, t, -1, line, sizeof(line));
 	put_line(2, A_REVERSE, "%s", line);
 	int rows = LINES - 3;
-	if (!t->n) {
+	int sel = tui_select(u, t);
+	if (!t->n)
 		put_line(3, A_NORMAL, "no streams in %s",
 			 t->dir[0] ? t->dir : "the runtime directory");
-		return;
+	if (sel >= 0 && rows >= 1) {
+		if (sel < u->first)
+			u->first = sel;
+		if (sel >= u->first + rows)
+			u->first = sel - rows + 1;
+		if (u->first > t->n - rows)
+			u->first = t->n - rows > 0 ? t->n - rows : 0;
+		for (int r = 0; r < rows && u->first + r < t->n; r++) {
+			int i = u->first + r;
+			stream_line(&tb, t, i, line, sizeof(line));
+			attr_t a = i == sel ? A_REVERSE | A_BOLD : A_NORMAL;
+			if (t->v[i]->activity == ACT_STALLED ||
+			    t->v[i]->activity == ACT_STOPPED ||
+			    t->v[i]->state == TOP_NO_ANSWER)
+				a |= A_BOLD;
+			put_line(3 + r, a, "%s", line);
+		}
 	}
-	int sel = tui_select(u, t);
-	if (rows < 1)
-		return;
-	if (sel < u->first)
-		u->first = sel;
-	if (sel >= u->first + rows)
-		u->first = sel - rows + 1;
-	if (u->first > t->n - rows)
-		u->first = t->n - rows > 0 ? t->n - rows : 0;
-	for (int r = 0; r < rows && u->first + r < t->n; r++) {
-		int i = u->first + r;
-		stream_row(line, sizeof(line), t->v[i], nw, 1);
-		put_line(3 + r, i == sel ? A_REVERSE | A_BOLD : A_NORMAL, "%s",
-			 line);
-	}
+	free(tb.cells);
 }
 
 static void draw_subs(struct tui *u, const struct top_set *t)
@@ -940,32 +1476,32 @@ static void draw_subs(struct tui *u, const struct top_set *t)
 	const struct crs_stream_info *i = &s->info;
 	if (!s->have) {
 		put_line(1, A_NORMAL, "state %s%s%s", state_name(s->state),
-			 s->err ? ": " : "", s->err ? crs_strerror(s->err) : "");
+			 stream_why(s) ? ": " : "",
+			 stream_why(s) ? stream_why(s) : "");
 		put_line(3, A_NORMAL, "no statistics; Esc to go back");
 		return;
 	}
-	char mode[16], used[16], size[16], mr[16], br[16], pub[24], bytes[24];
+	char mode[16], used[16], size[16], mr[16], br[16], pub[24], bytes[24],
+		maxm[16];
 	mode_text(mode, sizeof(mode), i->mode);
 	cell_u64(used, sizeof(used), i->ring_used, 1, 1);
 	cell_u64(size, sizeof(size), i->ring_size, 1, 1);
+	cell_u64(maxm, sizeof(maxm), i->max_message, 1, 1);
 	cell_num(mr, sizeof(mr), s->msg_rate, 0, 1, 1);
 	cell_num(br, sizeof(br), s->byte_rate, 1, 1, 1);
 	cell_u64(pub, sizeof(pub), i->published, 0, 1);
 	cell_u64(bytes, sizeof(bytes), i->bytes, 1, 1);
-	put_line(1, A_NORMAL,
-		 "pid %d  mode %s  state %s%s  ring %s of %s (%.1f%%)  "
-		 "max message %" PRIu32,
-		 i->pub_pid, mode, state_name(s->state),
-		 s->gone ? " (gone)" : "", used, size, 100 * fill_of(s),
-		 i->max_message);
+	/* Short lines, so that an 80-column screen shows them whole. */
+	put_line(1, A_NORMAL, "pid %d %s  %s  %s%s  ring %s/%s (%.1f%%)  max %s",
+		 i->pub_pid, s->comm, mode, stream_state_text(s),
+		 s->gone ? " (gone)" : "", used, size, 100 * fill_of(s), maxm);
 	put_line(2, A_NORMAL,
 		 "%s msg/s  %s/s  published %s  bytes %s  drops %" PRIu64
 		 "  wakes %" PRIu64,
 		 mr, br, pub, bytes, i->dropped, i->wakes);
 	put_line(3, A_NORMAL,
-		 "claims refused: no demand %" PRIu64 "  no room %" PRIu64
-		 "   subscribers evicted %" PRIu64 "  refused %" PRIu64
-		 "   epoch %" PRIu64,
+		 "refused claims: no demand %" PRIu64 ", no room %" PRIu64
+		 "  evicted %" PRIu64 "  refused %" PRIu64 "  epoch %" PRIu64,
 		 i->no_demand, i->no_room, i->evicted, i->refused, i->epoch);
 	char rb[24], age[24] = "-";
 	cell_u64(rb, sizeof(rb), i->retained_bytes, 1, 1);
@@ -983,19 +1519,24 @@ static void draw_subs(struct tui *u, const struct top_set *t)
 	put_line(y++, A_NORMAL,
 		 "subscribers %d   Esc back  j k scroll  h help  q quit",
 		 s->nsubs);
-	sub_head(line, sizeof(line));
+	struct table tb;
+	if (sub_table(&tb, s, 1, COLS) < 0)
+		return;
+	table_line(&tb, -1, line, sizeof(line));
 	put_line(y++, A_REVERSE, "%s", line);
 	int rows = LINES - y, n = shown_subs(s);
-	if (rows < 1)
-		return;
-	if (u->sub_first > n - rows)
-		u->sub_first = n - rows > 0 ? n - rows : 0;
-	for (int r = 0; r < rows && u->sub_first + r < n; r++) {
-		const struct top_sub *d = &s->subs[u->sub_first + r];
-		sub_row(line, sizeof(line), d, 1);
-		put_line(y + r, d->i.holding_back ? A_BOLD : A_NORMAL, "%s",
-			 line);
+	if (rows >= 1) {
+		if (u->sub_first > n - rows)
+			u->sub_first = n - rows > 0 ? n - rows : 0;
+		for (int r = 0; r < rows && u->sub_first + r < n; r++) {
+			int k = u->sub_first + r;
+			table_line(&tb, k, line, sizeof(line));
+			put_line(y + r,
+				 s->subs[k].i.holding_back ? A_BOLD : A_NORMAL,
+				 "%s", line);
+		}
 	}
+	free(tb.cells);
 }
 
 static void draw_help(const struct tui *u)
@@ -1014,10 +1555,16 @@ static void draw_help(const struct tui *u)
 		"  Space       refresh now",
 		"  h, ?        this help;  q quit",
 		"",
+		"  x           prune dead streams from the list",
+		"",
 		"MSG/S, BYTES/S: over the refresh interval. FILL%: ring bytes",
 		"not yet consumed by the slowest subscriber. REPLAY: messages",
-		"a late joiner of a replay stream gets now. HOLDING: the",
-		"subscriber whose demand or position limits the publisher.",
+		"a late joiner of a replay stream gets now. HELD-BY, HOLDING:",
+		"the subscriber whose demand or position limits the publisher.",
+		"STATE of a live stream or subscriber over the interval: live",
+		"(moved), idle (all caught up), stalled (messages wait for a",
+		"reader that does not move), stopped (SIGSTOP, a debugger);",
+		"no-answer: the publisher does not answer the inspection.",
 		"",
 		"Press any key to continue.",
 	};
@@ -1042,15 +1589,15 @@ static int tui_key(struct tui *u, struct top_set *t, int c)
 {
 	int page = LINES > 8 ? LINES - 4 : 1;
 	if (c == KEY_RESIZE)
-		return ACT_NONE;
+		return TUI_NONE;
 	if (u->help) {
 		u->help = 0; /* any key leaves the help */
-		return ACT_NONE;
+		return TUI_NONE;
 	}
 	switch (c) {
 	case 'q':
 	case 'Q':
-		return ACT_QUIT;
+		return TUI_QUIT;
 	case 'h':
 	case '?':
 		u->help = 1;
@@ -1109,12 +1656,15 @@ static int tui_key(struct tui *u, struct top_set *t, int c)
 		u->view = VIEW_LIST;
 		break;
 	case ' ':
-		return ACT_REFRESH;
+		return TUI_REFRESH;
+	case 'x':
+		set_prune(t);
+		break;
 	default:
 		break;
 	}
 	set_sort(t, u->o);
-	return ACT_NONE;
+	return TUI_NONE;
 }
 
 static int run_tui(struct top_set *t, struct top_opts *o)
@@ -1137,6 +1687,7 @@ static int run_tui(struct top_set *t, struct top_opts *o)
 	struct tui u = { .o = o, .view = VIEW_LIST };
 	int64_t step = (int64_t)(o->delay_s * NS_PER_S);
 	set_refresh(t);
+	set_settle(t, FIRST_DRAW_NS);
 	set_sort(t, o);
 	tui_draw(&u, t);
 	int64_t next = now_ns() + step;
@@ -1144,19 +1695,25 @@ static int run_tui(struct top_set *t, struct top_opts *o)
 	while (!g_stop) {
 		int64_t left = next - now_ns();
 		int ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+		if (jobs_pending(t) && ms > COLLECT_MS)
+			ms = COLLECT_MS; /* show answers as they come */
 		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
 		int r = poll(&p, 1, ms);
 		if (r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
 			break; /* the terminal went away */
-		int act = ACT_NONE, redraw = 0, c;
-		while (act != ACT_QUIT && (c = getch()) != ERR) {
+		int act = TUI_NONE, redraw = 0, c;
+		while (act != TUI_QUIT && (c = getch()) != ERR) {
 			act = tui_key(&u, t, c);
 			redraw = 1;
-			if (act == ACT_REFRESH)
+			if (act == TUI_REFRESH)
 				next = now_ns();
 		}
-		if (act == ACT_QUIT)
+		if (act == TUI_QUIT)
 			break;
+		if (jobs_pending(t) && set_collect(t)) {
+			set_sort(t, o);
+			redraw = 1;
+		}
 		int64_t now = now_ns();
 		if (now >= next) {
 			if (o->count && shown >= o->count)
@@ -1193,7 +1750,8 @@ static void usage(FILE *f)
 "  -R          reverse the sort order\n"
 "  -h          show this help\n"
 "Keys in the full screen: j k or arrows select, Enter shows subscribers,\n"
-"Esc goes back, n r l s sort, R reverses, h help, q quits.\n"
+"Esc goes back, n r l s sort, R reverses, x prunes dead streams,\n"
+"h help, q quits.\n"
 "Streams live in $CRS_DIR, else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
 "Exit status: 0 done, 1 error, 2 usage error.\n",
 	      f);

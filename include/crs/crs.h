@@ -557,7 +557,11 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
  * work, for embedding the loop in epoll, libuv or GLib: wait for it
- * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
+ * there, then call crs_loop_run(loop, 0). On io_uring it is the ring's
+ * fd; on the fallback engines an eventfd that a watcher thread of the
+ * loop (started by the first call) signals when something the loop
+ * waits for fires. Returns the fd, or -ENOMEM/-EMFILE (or another
+ * -errno) when the fallback's eventfd or thread cannot be made.
  * io_uring delivers completions as task work, which may cut the outer
  * wait short with EINTR: treat that as a wakeup, too. Between runs the
  * loop stays announced to its peers, also while you call crs_sub_wait or

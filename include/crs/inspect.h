@@ -64,6 +64,9 @@ struct crs_sub_info {
 	uint64_t outstanding; /* demand not yet met, CRS_UNBOUNDED ... */
 	uint64_t consumed;    /* sequence number it has consumed up to (the
 				 next message it will read) */
+	uint64_t joined;      /* sequence number of its first message: it
+				 has consumed consumed - joined messages,
+				 in the unit of requested */
 	uint64_t lag_messages; /* published but not yet consumed */
 	uint64_t lag_bytes;
 	uint64_t wakeups;     /* times this subscriber woke from sleep */

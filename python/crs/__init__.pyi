@@ -16,7 +16,8 @@ from ._errors import (EndedError as EndedError, Error as Error,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,
-                      StreamError as StreamError, VersionError as VersionError)
+                      StreamError as StreamError, VersionError as VersionError,
+                      GapError as GapError)
 
 __version__: str
 
@@ -50,6 +51,7 @@ class SubscriberInfo:
     requested: int
     outstanding: int
     consumed: int
+    joined: int
     lag_messages: int
     lag_bytes: int
     wakeups: int

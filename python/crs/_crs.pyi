@@ -6,7 +6,8 @@ from ._errors import (EndedError as EndedError, Error as Error,
                       NoDemandError as NoDemandError, NoRoomError as NoRoomError,
                       ProtocolError as ProtocolError,
                       StaleMessageError as StaleMessageError,
-                      StreamError as StreamError, VersionError as VersionError)
+                      StreamError as StreamError, VersionError as VersionError,
+                      GapError as GapError)
 
 _Buffer = Union[bytes, bytearray, memoryview, Any]
 

@@ -34,9 +34,9 @@ class VersionError(Error):
 
 
 class GapError(Error):
-    """CRS_EGAP: a following subscriber found a new publisher of its name;
-    what was published between the old stream's end and the new one's
-    first message is missed."""
+    """CRS_EGAP: a followed stream's name was taken by a new publisher;
+    messages between the old stream's end and the new one's first may
+    be missing."""
 
 
 class StreamError(OSError):

@@ -90,6 +90,9 @@ int py_errors_init(PyObject *module);
 PyObject *py_error_new(int rc);
 /* Raise it; returns NULL for convenience. */
 PyObject *py_raise(int rc);
+/* py_raise, with crs_errmsg()'s words as the message: for the calls
+ * that open or create, which set it. */
+PyObject *py_raise_detail(int rc);
 /* crs.StreamError(code, message) for a terminal signal. */
 PyObject *py_raise_stream(int code, const char *message);
 PyObject *py_stale_error(void); /* crs.StaleMessageError */

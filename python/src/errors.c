@@ -3,6 +3,8 @@
  * OSError (which picks Python's subclass), crs's own codes to the classes
  * of crs/_errors.py, terminal signals to crs.StreamError.
  */
+#include <string.h>
+
 #include "binding.h"
 
 static PyObject *classes[CRS_ELAST - CRS_EBASE]; /* by code - CRS_EBASE */
@@ -25,6 +27,12 @@ int py_errors_init(PyObject *module)
 	if (!mod)
 		return -1;
 	for (int i = 0; i < CRS_ELAST - CRS_EBASE; i++) {
+		if (!names[i]) { /* a code added to crs.h but not here */
+			PyErr_Format(PyExc_ImportError,
+				     "crs._errors: no class for code %d",
+				     CRS_EBASE + i);
+			goto fail;
+		}
 		classes[i] = PyObject_GetAttrString(mod, names[i]);
 		if (!classes[i] ||
 		    PyModule_AddObjectRef(module, names[i], classes[i]) < 0)
@@ -66,6 +74,23 @@ static PyObject *raise_instance(PyObject *e)
 PyObject *py_raise(int rc)
 {
 	return raise_instance(py_error_new(rc));
+}
+
+PyObject *py_raise_detail(int rc)
+{
+	const char *detail = crs_errmsg();
+	if (!detail || !*detail || strcmp(detail, "no error") == 0)
+		return py_raise(rc);
+	int code = rc < 0 ? -rc : rc;
+	PyObject *e = py_error_new(rc);
+	if (!e)
+		return NULL;
+	PyObject *args = Py_BuildValue("(is)", code, detail);
+	if (!args || PyObject_SetAttrString(e, "args", args) < 0 ||
+	    PyObject_SetAttrString(e, "strerror", PyTuple_GET_ITEM(args, 1)) < 0)
+		Py_CLEAR(e);
+	Py_XDECREF(args);
+	return raise_instance(e);
 }
 
 PyObject *py_raise_stream(int code, const char *message)

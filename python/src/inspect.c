@@ -26,7 +26,7 @@ PyObject *py_stream_names(PyObject *mod, PyObject *unused)
 			cap = n;
 			continue;
 		}
-		PyObject *list = n < 0 ? py_raise(n) : PyList_New(0);
+		PyObject *list = n < 0 ? py_raise_detail(n) : PyList_New(0);
 		for (int i = 0; list && i < n; i++) {
 			PyObject *s = PyUnicode_DecodeFSDefault(names[i]);
 			if (!s || PyList_Append(list, s) < 0)
@@ -49,10 +49,11 @@ static const char *state_name(int state)
 static PyObject *sub_dict(const struct crs_sub_info *s)
 {
 	return Py_BuildValue(
-		"{s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "slot", s->slot, "pid",
-		s->pid, "requested", (unsigned long long)s->requested,
+		"{s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "slot", s->slot,
+		"pid", s->pid, "requested", (unsigned long long)s->requested,
 		"outstanding", (unsigned long long)s->outstanding, "consumed",
-		(unsigned long long)s->consumed, "lag_messages",
+		(unsigned long long)s->consumed, "joined",
+		(unsigned long long)s->joined, "lag_messages",
 		(unsigned long long)s->lag_messages, "lag_bytes",
 		(unsigned long long)s->lag_bytes, "wakeups",
 		(unsigned long long)s->wakeups, "holding_back",
@@ -104,7 +105,7 @@ PyObject *py_inspect(PyObject *mod, PyObject *arg)
 	r = crs_inspect_open(name, &in);
 	Py_END_ALLOW_THREADS
 	if (r < 0)
-		return py_raise(r);
+		return py_raise_detail(r);
 	struct crs_stream_info info;
 	struct crs_sub_info subs[MAX_SUBS];
 	int n = crs_inspect_read(in, &info, subs, MAX_SUBS);

@@ -290,13 +290,13 @@ static PyMethodDef loop_methods[] = {
 	 "on the poll engine."},
 	{"close", (PyCFunction)loop_close, METH_NOARGS,
 	 "close(): remove every handle and free the loop."},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef loop_getset[] = {
 	{"engine", (getter)loop_get_engine, NULL, "'io_uring' or 'poll'.",
 	 NULL},
-	{NULL},
+	{NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject py_loop_type = {

@@ -158,7 +158,7 @@ static PyMethodDef msg_methods[] = {
 	 "memoryview or array still uses it."},
 	{"__enter__", msg_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)msg_exit, METH_VARARGS, NULL},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef msg_getset[] = {
@@ -170,7 +170,7 @@ static PyGetSetDef msg_getset[] = {
 	{"copied", (getter)msg_get_copied, NULL,
 	 "True for a copy owned by the message (from an event loop), "
 	 "False for a zero-copy view of the ring.", NULL},
-	{NULL},
+	{NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject py_msg_type = {

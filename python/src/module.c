@@ -21,7 +21,7 @@ static PyObject *mod_runtime_dir(PyObject *mod, PyObject *unused)
 	(void)unused;
 	char buf[4096];
 	int r = crs_runtime_dir(buf, sizeof(buf));
-	return r < 0 ? py_raise(r) : PyUnicode_DecodeFSDefault(buf);
+	return r < 0 ? py_raise_detail(r) : PyUnicode_DecodeFSDefault(buf);
 }
 
 static PyObject *mod_name_check(PyObject *mod, PyObject *arg)
@@ -60,7 +60,7 @@ static PyMethodDef mod_methods[] = {
 	 "C reference publish loop for the benchmark."},
 	{"_bench_consume", py_bench_consume, METH_VARARGS,
 	 "C reference consume loop for the benchmark."},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {

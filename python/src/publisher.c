@@ -285,7 +285,7 @@ static int pub_init(py_pub *self, PyObject *args, PyObject *kw)
 	r = crs_pub_create(name, &o, &pub);
 	Py_END_ALLOW_THREADS
 	if (r < 0) {
-		py_raise(r);
+		py_raise_detail(r);
 		return -1;
 	}
 	self->pub = pub;
@@ -652,7 +652,7 @@ static PyMethodDef pub_methods[] = {
 	 "True if a claim of that size would succeed now (for crs.aio)."},
 	{"__enter__", pub_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)pub_exit, METH_VARARGS, NULL},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef pub_getset[] = {
@@ -666,7 +666,7 @@ static PyGetSetDef pub_getset[] = {
 	{"subscribers", (getter)pub_get_subscribers, NULL,
 	 "Active subscribers, as of the last serve.", NULL},
 	{"closed", (getter)pub_get_closed, NULL, "True after close().", NULL},
-	{NULL},
+	{NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject py_pub_type = {
@@ -837,7 +837,7 @@ static PyMethodDef claim_methods[] = {
 	 "abort() -> None\n\nDrop the claim, publishing nothing."},
 	{"__enter__", claim_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)claim_exit, METH_VARARGS, NULL},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 PyTypeObject py_claim_type = {

@@ -239,7 +239,7 @@ static int sub_init(py_sub *self, PyObject *args, PyObject *kw)
 			r = -ENOENT;
 	}
 	if (r < 0) {
-		py_raise(r);
+		py_raise_detail(r);
 		return -1;
 	}
 	self->sub = o.sub;
@@ -493,7 +493,7 @@ static PyMethodDef sub_methods[] = {
 	 "The next message without waiting, or None (for crs.aio)."},
 	{"__enter__", sub_enter, METH_NOARGS, NULL},
 	{"__exit__", (PyCFunction)sub_exit, METH_VARARGS, NULL},
-	{NULL},
+	{NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef sub_getset[] = {
@@ -509,7 +509,7 @@ static PyGetSetDef sub_getset[] = {
 	{"closed", (getter)sub_get_closed, NULL, "True after close().", NULL},
 	{"_loop_state", (getter)sub_get_loop_state, NULL,
 	 "(copies waiting, terminal seen by a loop), for crs.aio.", NULL},
-	{NULL},
+	{NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject py_sub_type = {

@@ -55,7 +55,7 @@ def test_python_to_c_subscriber(crs_cat, tmp_path):
     lines = [f"{seq} " + payload(seq, seq % 200).hex() for seq in range(5000)]
     out = tmp_path / "out"
     with open(out, "wb") as f:
-        cat = subprocess.Popen([crs_cat, "-C", "to-c"], stdout=f)
+        cat = subprocess.Popen([crs_cat, "-C", "to-c", "-W"], stdout=f)
     try:
         with crs.Publisher("to-c") as pub:
             assert pub.wait_subscribers(1, HANG_LIMIT)

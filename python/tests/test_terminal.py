@@ -4,6 +4,7 @@ iteration without an error, completion is StopIteration, errors are
 StreamError with code and message; every library code maps to an
 exception class."""
 import errno
+import os
 
 import pytest
 
@@ -126,8 +127,9 @@ def test_real_errors_from_the_library(local_pair):
     with pytest.raises(FileNotFoundError):
         crs.Subscriber("nobody-here")
     pub, _ = local_pair("taken", pub_kw={"ring_bytes": 1 << 16})
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError) as e:
         crs.Publisher("taken")
+    assert str(os.getpid()) in str(e.value)  # crs_errmsg(): who owns it
     with pytest.raises(OSError) as e:
         crs.Publisher("../escape")
     assert e.value.errno == errno.EINVAL

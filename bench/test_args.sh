@@ -1,0 +1,98 @@
+#!/bin/sh
+# test_args.sh - crs-bench cannot mislead from its command line: an unknown
+# scenario, section or option, a missing argument, a stray word and values
+# out of range are usage errors (status 2, one line naming the fault)
+# instead of a run; -h and --help print the usage and exit 0; and a
+# section not run is null in the JSON, not an empty list or a zero.
+#
+# usage: test_args.sh CRS_BENCH
+set -u
+bench=${1:?usage: test_args.sh CRS_BENCH}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crs-bench-args.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# usage_error WANT ARGS...: exit 2 at once, stderr naming WANT.
+usage_error() {
+	want=$1
+	shift
+	timeout 10 "$bench" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 2 ] || fail "crs-bench $*: status $rc, not 2"
+	grep -q -- "$want" "$tmp/err" || fail "crs-bench $*: no '$want' in: $(cat "$tmp/err")"
+	[ ! -s "$tmp/out" ] || fail "crs-bench $*: wrote to stdout"
+}
+usage_error "no scenario 'nope'" --scenario nope
+usage_error "no scenario 'crs-spin-p12'" --scenario crs-spin-p128 --scenario crs-spin-p12
+usage_error "unknown option --bogus" --bogus
+usage_error "unknown option -x" -x
+usage_error "--rounds needs an argument" --rounds
+usage_error "unexpected argument 'extra'" extra
+usage_error "--section: unknown nope" --section nope
+usage_error "--rounds: 1..50" --rounds 0
+usage_error "--size: values" --size 3
+usage_error "exceeds ring/4" --lat-size 4M --ring 8M
+usage_error "--subs: bad value '9'" --section pattern --subs 9
+usage_error "--burst: bad value '0'" --section pattern --burst 0
+usage_error "--rate: bad value '-5'" --section pattern --rate -5
+usage_error "--prefetch: bad value 'many'" --section pattern --prefetch many
+usage_error "at least 16 bytes" --section pattern --size 8
+
+for h in -h --help; do
+	timeout 10 "$bench" $h >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q '^usage: crs-bench' "$tmp/out" && [ ! -s "$tmp/err" ] ||
+		fail "crs-bench $h: status $rc, or no usage on stdout"
+done
+
+# A known scenario is accepted: --list names them all.
+timeout 10 "$bench" --list >"$tmp/list" || fail "crs-bench --list failed"
+grep -q '^crs-spin-p128 ' "$tmp/list" || fail "--list does not name crs-spin-p128"
+
+# A short wake run: only that section, the others null.
+timeout 60 "$bench" --section wake --wake-subs 2 --wakes 2 --rounds 1 --probe 500 --json \
+	>"$tmp/wake.json" 2>"$tmp/err" || fail "crs-bench --section wake failed: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/wake.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+bad = [k for k in ("throughput", "fanout", "latency", "catchup", "pattern")
+       if doc[k] is not None]
+if bad:
+    print(f"FAIL: sections not run are not null: {bad}")
+if not isinstance(doc["wake"], list) or not doc["wake"]:
+    print("FAIL: the wake section that ran is empty")
+    bad.append("wake")
+sys.exit(1 if bad else 0)
+PY
+# The user's own pattern: 2 subscribers, bursts, processing time; every
+# round completes, everything published is delivered to both.
+timeout 60 "$bench" --section pattern --size 64 --rate 5000 --burst 5 --work 1000 \
+	--prefetch 8 --subs 2 --rounds 2 --window 0.1 --probe 500 --json \
+	>"$tmp/pattern.json" 2>"$tmp/err" || fail "crs-bench --section pattern failed: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/pattern.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+p = doc["pattern"]
+errors = []
+if doc["throughput"] is not None:
+    errors.append("throughput ran")
+want = {"size": 64, "rate": 5000, "burst": 5, "work_ns": 1000, "prefetch": 8,
+        "subscribers": 2}
+for k, v in want.items():
+    if p[k] != v:
+        errors.append(f"{k} {p[k]}, not {v}")
+if len(p["rounds"]) != 2 or not all(r["ok"] for r in p["rounds"]):
+    errors.append(f"rounds {p['rounds']}")
+for r in p["rounds"]:
+    if r.get("messages", 0) < 5 or r["messages"] % 5:
+        errors.append(f"{r.get('messages')} messages: not whole bursts")
+    if not 0 < r.get("p50_ns", 0) <= r.get("p99_ns", 0) <= r.get("max_ns", 0):
+        errors.append(f"latency percentiles out of order: {r}")
+for e in errors:
+    print("FAIL: pattern:", e)
+sys.exit(1 if errors else 0)
+PY
+
+[ "$status" -eq 0 ] && echo "ok: crs-bench argument errors and null sections"
+exit "$status"
