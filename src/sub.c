@@ -336,11 +336,57 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 	msg->seq = seq;
 }
 
+/* crs_sub_release's slow path: replenish a prefetch if due, and publish
+ * consumed position and demand. */
+static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
+{
+	if (sub->since_request >= sub->replenish) {
+		sub->requested = crs_credit_add(sub->requested,
+						sub->since_request);
+		sub->since_request = 0;
+	}
+	sub_publish(sub);
+}
+
+static inline void sub_release(struct crs_sub *sub)
+{
+	uint32_t n = sub->held;
+	if (!n)
+		return;
+	sub->held = 0;
+	sub->pos = sub->held_end;
+	sub->seq += n;
+	sub->received += n;
+	sub->since_publish += n;
+	if (sub->prefetch)
+		sub->since_request += n;
+	uint64_t len;
+	/* Batched, but never hidden: at the end of what was published (the
+	 * publisher may be waiting for just that, crs_pub_wait_consumed:
+	 * no frame we may read follows), and at the first release after
+	 * the publisher asked (pub_want_progress). */
+	if (__builtin_expect(sub->since_request >= sub->replenish ||
+				     sub->pos - sub->published_pos >=
+					     sub->publish_step ||
+				     sub->since_publish >= PUBLISH_EVERY ||
+				     !sub_peek(sub, sub->pos, &len) ||
+				     crs_load_relaxed(
+					     &sub->hdr->signal.progress_wanted) !=
+					     sub->wanted_seen,
+			     0))
+		release_publish(sub);
+}
+
+void crs_sub_release(crs_sub *sub)
+{
+	sub_release(sub);
+}
+
 static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 {
 	uint64_t len = 0;
 	if (sub->held)
-		crs_sub_release(sub);
+		sub_release(sub);
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
@@ -379,7 +425,7 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 {
 	uint64_t len = 0;
 	if (sub->held)
-		crs_sub_release(sub);
+		sub_release(sub);
 	if (max == 0)
 		return 0;
 	int r = sub_next(sub, &len);
@@ -413,47 +459,6 @@ int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 	if (__builtin_expect(r < 0, 0))
 		sub_told(sub, r);
 	return r;
-}
-
-/* crs_sub_release's slow path: replenish a prefetch if due, and publish
- * consumed position and demand. */
-static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
-{
-	if (sub->since_request >= sub->replenish) {
-		sub->requested = crs_credit_add(sub->requested,
-						sub->since_request);
-		sub->since_request = 0;
-	}
-	sub_publish(sub);
-}
-
-void crs_sub_release(crs_sub *sub)
-{
-	uint32_t n = sub->held;
-	if (!n)
-		return;
-	sub->held = 0;
-	sub->pos = sub->held_end;
-	sub->seq += n;
-	sub->received += n;
-	sub->since_publish += n;
-	if (sub->prefetch)
-		sub->since_request += n;
-	uint64_t len;
-	/* Batched, but never hidden: at the end of what was published (the
-	 * publisher may be waiting for just that, crs_pub_wait_consumed:
-	 * no frame we may read follows), and at the first release after
-	 * the publisher asked (pub_want_progress). */
-	if (__builtin_expect(sub->since_request >= sub->replenish ||
-				     sub->pos - sub->published_pos >=
-					     sub->publish_step ||
-				     sub->since_publish >= PUBLISH_EVERY ||
-				     !sub_peek(sub, sub->pos, &len) ||
-				     crs_load_relaxed(
-					     &sub->hdr->signal.progress_wanted) !=
-					     sub->wanted_seen,
-			     0))
-		release_publish(sub);
 }
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
