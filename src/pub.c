@@ -411,6 +411,17 @@ static inline uint64_t frame_bytes(uint32_t len_flags)
 		       : crs_frame_size(len_flags);
 }
 
+/* Zero the header slot at next, then publish the header word at pos:
+ * the commit of one frame. */
+static inline void store_header(const struct crs_pub *pub, uint64_t pos,
+				uint64_t next, uint64_t word)
+{
+	/* Pairs with the acquire load of the header in sub_peek() and
+	 * sub_next_slow(); see put_header(). */
+	crs_store_relaxed(header_at(pub, next), 0);
+	crs_store_release(header_at(pub, pos), word);
+}
+
 static inline void put_header(const struct crs_pub *pub, uint64_t pos,
 			      uint32_t len_flags)
 {
@@ -587,6 +598,7 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 	if (__builtin_expect(!pub->claimed || len > pub->claim_len, 0))
 		return -EINVAL;
 	uint64_t pos = pub->claim_pos;
+	uint64_t next = pos + crs_frame_size(len);
 	if (more && !pub->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the
@@ -594,11 +606,11 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 		pub->more = 1;
 		pub->more_pos = pos;
 		pub->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(header_at(pub, pos + crs_frame_size(len)), 0);
+		crs_store_relaxed(header_at(pub, next), 0);
 	} else {
-		put_header(pub, pos, (uint32_t)len);
+		store_header(pub, pos, next, crs_frame_word(pos, (uint32_t)len));
 	}
-	pub->pos = pos + crs_frame_size(len);
+	pub->pos = next;
 	pub->claimed = 0;
 	pub->seq++;
 	pub->bytes += len;
