@@ -12,12 +12,18 @@
  *     subscription must go on to the next publisher of the name;
  *   - a request made between runs of a loop whose fd is watched, with
  *     messages already there (replay: the publisher ran ahead), must
- *     make the fd readable: nothing else would look.
+ *     make the fd readable: nothing else would look;
+ *   - on the fallback engines, whose loop fd is served by a watcher
+ *     thread, a subscriber dropped by the application's own calls
+ *     between runs (crs_pub_poll) must not crash the watcher, which
+ *     used to read the dropped slot's unmapped progress word.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -334,6 +340,65 @@ static void test_request_between_runs(void **state)
 	close(chan);
 }
 
+static int drop_rounds(void *arg, int chan)
+{
+	(void)chan;
+	const char *name = arg;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(name, NULL, &pub), 0);
+	crs_loop *loop;
+	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK(strcmp(crs_loop_engine(loop), "io_uring") != 0);
+	CHECK_EQ(crs_loop_add_pub(loop, pub, NULL, NULL), 0);
+	int lfd = crs_loop_fd(loop);
+	CHECK(lfd >= 0);
+	for (int round = 0; round < 5; round++) {
+		int hold[2];
+		CHECK_EQ(pipe(hold), 0);
+		pid_t s = fork();
+		CHECK(s >= 0);
+		if (s == 0) { /* subscribes, and leaves when hold closes */
+			crs_sub *sub;
+			close(hold[1]);
+			int ok = tu_sub_open(name, 8, &sub) == 0;
+			char b;
+			_exit(ok && read(hold[0], &b, 1) == 0 ? 0 : 1);
+		}
+		close(hold[0]);
+		int64_t until = tu_now_ms() + 20000;
+		while (crs_pub_subscribers(pub) < 1 && tu_now_ms() < until) {
+			struct pollfd p = { .fd = lfd, .events = POLLIN };
+			poll(&p, 1, 100);
+			CHECK(crs_loop_run(loop, 0) >= 0);
+		}
+		/* Announced again, the watcher sleeps on its progress. */
+		CHECK_EQ(crs_pub_subscribers(pub), 1);
+		close(hold[1]);
+		int st;
+		CHECK_EQ(waitpid(s, &st, 0), s);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		/* Dropped (and unmapped) outside a run, as an application
+		 * publishing from its own timer does. */
+		while (crs_pub_subscribers(pub) > 0 && tu_now_ms() < until)
+			crs_pub_poll(pub);
+		CHECK_EQ(crs_pub_subscribers(pub), 0);
+		/* Past the watcher's next look (a 20 ms slice). */
+		tu_sleep_ms(50);
+	}
+	crs_loop_free(loop);
+	crs_pub_close(pub);
+	return 0;
+}
+
+static void test_watcher_slot_dropped(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "wdrop");
+	pid_t pid = tu_spawn_engine(drop_rounds, name, NULL, 60, 1);
+	assert_int_equal(tu_wait_child(pid, 40000), 0);
+}
+
 int main(void)
 {
 	tu_init();
@@ -341,6 +406,7 @@ int main(void)
 		TU_TEST(test_add_after_loop_fd),
 		TU_TEST(test_follow_after_kill_poll),
 		TU_TEST(test_request_between_runs),
+		TU_TEST(test_watcher_slot_dropped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
