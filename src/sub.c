@@ -13,6 +13,7 @@
  * wakes a parked publisher (sub_publish).
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,8 +477,15 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		return -EINVAL;
 	}
 	sub->requested = crs_credit_add(sub->requested, n);
-	if (sub->ctl) /* else published when the stream is open */
-		sub_publish(sub);
+	if (!sub->ctl)
+		return 0; /* published when the stream is open */
+	sub_publish(sub);
+	/* Still announced (a loop whose fd is watched, between runs): no
+	 * one looks at this demand until woken, and messages may already
+	 * wait (replay), so no commit need come to wake us. Wake what
+	 * sleeps on data_signal (other subscribers just look again). */
+	if (sub->parkers)
+		ipc_futex_wake(&sub->hdr->signal.data_signal, INT_MAX);
 	return 0;
 }
 
