@@ -165,6 +165,15 @@ _Static_assert(offsetof(struct crs_data_header, stats) == 512, "stats");
 _Static_assert(offsetof(struct crs_data_header, subs) == 1024, "subs");
 _Static_assert(sizeof(struct crs_data_header) <= CRS_RING_OFFSET, "fits");
 
+/* Why a subscriber was evicted (crs_ctl.evict): never rewritten. */
+struct crs_eviction {
+	int32_t code;
+	uint32_t pad0;
+	char message[CRS_ERRMSG_MAX + 8];
+	uint8_t pad[192 - 8 - (CRS_ERRMSG_MAX + 8)];
+};
+_Static_assert(sizeof(struct crs_eviction) == 192, "eviction size");
+
 /* One subscriber's control segment. */
 struct crs_ctl {
 	/* Line 0: written by the publisher at admission. */
@@ -179,8 +188,10 @@ struct crs_ctl {
 	 * every field, then state (release). COMPLETE, ERROR and DETACHED
 	 * apply once the subscriber has consumed up to pos (and it reads
 	 * nothing at or past pos: the next epoch's frames follow there);
-	 * EVICTED at once. Kept per subscriber so that each connection
-	 * epoch ends on its own. */
+	 * EVICTED at once, with its reason in evict. Written once; after
+	 * that only state changes (DETACHED to ERROR at close, anything to
+	 * EVICTED). Kept per subscriber so that each connection epoch ends
+	 * on its own. */
 	struct crs_terminal term;
 
 	/* Line 4: demand and progress, written by the subscriber only. */
@@ -199,11 +210,18 @@ struct crs_ctl {
 	/* Line 6: subscriber-side counters. */
 	_Atomic uint64_t wakeups;
 	uint8_t pad6[CRS_CACHELINE - 8];
+
+	/* Lines 7-9: why the publisher cut this subscriber off, written
+	 * once, before term.state becomes EVICTED (release). The rest of
+	 * term is left as it was: a subscriber whose epoch had ended may be
+	 * reading that record at the same moment (terminal.h). */
+	struct crs_eviction evict;
 };
 _Static_assert(offsetof(struct crs_ctl, term) == 64, "term");
 _Static_assert(offsetof(struct crs_ctl, requested) == 256, "requested");
 _Static_assert(offsetof(struct crs_ctl, parked) == 320, "parked");
 _Static_assert(offsetof(struct crs_ctl, wakeups) == 384, "wakeups");
+_Static_assert(offsetof(struct crs_ctl, evict) == 448, "evict");
 _Static_assert(sizeof(struct crs_ctl) <= CRS_CTL_SIZE, "ctl fits");
 
 #endif

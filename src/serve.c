@@ -46,14 +46,15 @@ void pub_drop_slot(struct crs_pub *pub, int i, int code)
 	if (!s->used)
 		return;
 	if (code) {
-		/* Tell the subscriber why before it sees the hangup. */
-		crs_terminal_put(&s->ctl->term, CRS_TERM_EVICTED, code,
-				 pub->pos, pub->seq,
-				 code == ETIMEDOUT
-					 ? "evicted: held the stream back "
-					   "without demand or progress"
-					 : "publisher cut this subscription off "
-					   "for a protocol violation");
+		/* Tell the subscriber why before it sees the hangup. Its
+		 * record may hold the end of its epoch, which it may be
+		 * reading now: the reason goes beside it (terminal.h). */
+		crs_terminal_evict(s->ctl, code,
+				   code == ETIMEDOUT
+					   ? "evicted: held the stream back "
+					     "without demand or progress"
+					   : "publisher cut this subscription "
+					     "off for a protocol violation");
 		crs_store_relaxed(&pub->hdr->stats.evicted,
 				  crs_load_relaxed(&pub->hdr->stats.evicted) +
 					  1);

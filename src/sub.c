@@ -157,7 +157,7 @@ static int sub_idle(struct crs_sub *sub)
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
 	struct crs_terminal_view t;
-	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	switch (crs_terminal_get_ctl(sub->ctl, &t)) {
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
