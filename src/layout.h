@@ -111,6 +111,17 @@ struct crs_terminal {
 };
 _Static_assert(sizeof(struct crs_terminal) == 192, "terminal size");
 
+/* crs_pub_stats.state, for inspectors (crs_stream_state). A publisher
+ * between epochs (before its first connect, or after a disconnect) is
+ * live: it is there and may connect again. Closed is crs_pub_close()
+ * alone, so a disconnected publisher that dies reads as dead. */
+enum crs_stats_state {
+	CRS_STATS_LIVE = 0,
+	CRS_STATS_COMPLETED = 1,
+	CRS_STATS_FAILED = 2,
+	CRS_STATS_CLOSED = 3,
+};
+
 /* Publisher counters for the inspector, kept up to date by the publisher
  * alone (relaxed stores; readers tolerate a slightly stale snapshot). */
 struct crs_pub_stats {
@@ -125,7 +136,7 @@ struct crs_pub_stats {
 	_Atomic uint64_t no_room;   /* claims refused for lack of room */
 	_Atomic uint64_t evicted;   /* subscribers cut off for violations */
 	_Atomic uint32_t subscribers;
-	_Atomic uint32_t state; /* 0 live, 1 completed, 2 failed, 3 closed */
+	_Atomic uint32_t state; /* enum crs_stats_state */
 	_Atomic uint64_t served_ns; /* CLOCK_MONOTONIC of the last serve */
 	_Atomic uint64_t epoch;	    /* connection epoch, 0 before the first */
 	_Atomic uint64_t retained;  /* replay: messages a late joiner gets */

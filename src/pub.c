@@ -834,7 +834,7 @@ void crs_pub_close(crs_pub *pub)
 	if (!pub)
 		return;
 	pub_close_epochs(pub);
-	crs_store_relaxed(&pub->hdr->stats.state, 3u);
+	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_CLOSED);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
