@@ -71,7 +71,7 @@ static int opts_check(struct crs_pub_opts *o)
 	    o->auto_connect > (int32_t)o->max_subscribers ||
 	    o->replay_age_ms > INT64_MAX / 1000000)
 		return -EINVAL;
-	if (o->n_allow_uids > 8)
+	if (o->n_allow_uids > CRS_ALLOW_UIDS_MAX)
 		return -EINVAL;
 	if (o->mode != CRS_MODE_REPLAY &&
 	    (o->replay_count || o->replay_bytes || o->replay_age_ms))

@@ -258,7 +258,8 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 	if (p->uid == getuid() || a->allow_uid_any ||
 	    (a->allow_group && p->gid == a->allow_gid))
 		return 1;
-	for (uint32_t i = 0; i < a->n_allow_uids && i < 8; i++)
+	for (uint32_t i = 0; i < a->n_allow_uids && i < CRS_ALLOW_UIDS_MAX;
+	     i++)
 		if (a->allow_uids[i] == p->uid)
 			return 1;
 	return 0;
