@@ -287,11 +287,11 @@ static int handshake(struct crs_pub *pub, int fd, const struct ipc_peer *peer,
 	if (n <= 0 || nfds) {
 		/* hung up, or a HELLO must not carry fds */
 		if (n > 0)
-			reject(fd, EPROTO, "unexpected file descriptors");
+			reject(fd, CRS_EPROTO, "unexpected file descriptors");
 	} else if (type == -CRS_EVERSION) {
 		reject(fd, CRS_EVERSION, "unsupported protocol version");
 	} else if (type != CRS_HS_HELLO) {
-		reject(fd, EPROTO, "expected a HELLO");
+		reject(fd, CRS_EPROTO, "expected a HELLO");
 	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
 		welcome_inspector(pub, fd);
 	} else if (admit(pub, fd, peer) == 0) {

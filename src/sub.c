@@ -170,7 +170,7 @@ static int sub_idle(struct crs_sub *sub)
 			if (t.state == CRS_TERM_COMPLETE)
 				sub_end(sub, 0, NULL);
 			else
-				sub_end(sub, t.code > 0 ? t.code : EPROTO,
+				sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO,
 					t.message);
 			return -CRS_EEND;
 		}

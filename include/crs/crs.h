@@ -49,7 +49,9 @@ enum {
 	CRS_ENODEMAND,	/* claim: subscribers have not requested more */
 	CRS_ENOROOM,	/* claim: the ring is full of unconsumed messages */
 	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
-	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
+	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word,
+			   bad handshake message, an error record without
+			   a code); crs never uses plain EPROTO for that */
 	CRS_EVERSION,	/* peer speaks another layout or handshake version */
 	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
 			   what was published between the old stream's end
