@@ -7,12 +7,10 @@
 
 #include <stddef.h>
 
-/* Seals of the data segment: fixed size, no new writable mappings. */
-#define IPC_SEALS_READONLY 1
-/* Seals of a control segment: fixed size only (both sides write). */
-#define IPC_SEALS_FIXED 0
-
 int ipc_memfd_create(const char *name, size_t size);
+/* readonly: the data segment's seals (fixed size, no new writable
+ * mappings); otherwise a control segment's (fixed size only: both sides
+ * write). */
 int ipc_memfd_seal(int fd, int readonly);
 /* 0 if fd carries at least the seals of the given kind and is size bytes. */
 int ipc_memfd_check(int fd, size_t size, int readonly);

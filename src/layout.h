@@ -49,7 +49,7 @@
 struct crs_seg_header {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t header_size; /* CRS_RING_OFFSET */
+	uint32_t pad0; /* 0 (ring_offset says where the ring starts) */
 	uint64_t segment_size;
 	uint64_t ring_offset;
 	uint64_t ring_size;

@@ -99,7 +99,6 @@ static void header_init(struct crs_pub *pub, const char *name,
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->magic = CRS_LAYOUT_MAGIC;
 	h->version = CRS_LAYOUT_VERSION;
-	h->header_size = CRS_RING_OFFSET;
 	h->segment_size = pub->data_size;
 	h->ring_offset = CRS_RING_OFFSET;
 	h->ring_size = o->ring_bytes;
