@@ -111,8 +111,6 @@ void pub_auto_connect(struct crs_pub *pub)
 		crs_pub_connect(pub);
 }
 
-void pub_wake_all(struct crs_pub *pub);
-
 /* End the current epoch for its subscribers at the current position,
  * with a terminal record of state (DETACHED: silently). */
 static void end_epoch(struct crs_pub *pub, uint32_t state, int code,

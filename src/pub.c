@@ -1,7 +1,8 @@
 /*
  * pub.c - the publisher: stream creation, the claim/commit hot path,
- * lockstep demand over all subscribers, terminal signals and blocking
- * waits. Control work (subscribers coming and going) lives in serve.c.
+ * lockstep demand over all subscribers and blocking waits. Control work
+ * (subscribers coming and going) lives in serve.c, epochs and terminal
+ * signals in epoch.c.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
  * then reads each subscriber's park word (wake_if_parked); the

@@ -1,7 +1,9 @@
 /*
  * pub.h - the publisher's private state, shared by its source files:
- * pub.c (create, claim/commit, demand, terminal, waits) and serve.c
- * (accepting, admitting and dropping subscribers).
+ * pub.c (create, claim/commit, demand, waits), serve.c (accepting,
+ * admitting and dropping subscribers) and epoch.c (connect, disconnect,
+ * terminal signals, where a new subscriber joins); loop.c uses the
+ * park.h hooks declared at the end.
  */
 #ifndef CRS_PUB_H
 #define CRS_PUB_H
