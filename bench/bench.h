@@ -13,6 +13,8 @@
  *                 the raw limits (cache line, futex, pipe, socket, ZeroMQ)
  *   wake.c        one publisher waking many sleeping subscribers
  *   replay.c      a late joiner's catch-up against memory read bandwidth
+ *   pattern.c     the user's own pattern: rate, bursts, processing time,
+ *                 prefetch, subscribers; delivered rate and latency
  *   summary.c     medians, per-round ratios, clean rounds, the targets
  *   report.c      the table and the JSON document
  *   plot.c        --plot: .dat files, plots.gp, PNGs via gnuplot
@@ -54,7 +56,8 @@ enum section {
 	SEC_FAN = 2,	 /* fan-out throughput */
 	SEC_LAT = 4,	 /* ping-pong latency */
 	SEC_WAKE = 8,	 /* wake fan-out */
-	SEC_CATCHUP = 16 /* replay catch-up */
+	SEC_CATCHUP = 16, /* replay catch-up */
+	SEC_PATTERN = 32  /* the user's pattern: only when asked for */
 };
 
 struct config {
@@ -82,6 +85,12 @@ struct config {
 	uint32_t pp_trips;    /* cache-line probe round trips */
 	uint32_t idle_pause;  /* spinning receivers: pauses after an empty poll */
 	int64_t warm_ns;      /* receivers' warm-up ends after this at most */
+	size_t pat_size;      /* pattern: message size (the first --size) */
+	double pat_rate;      /* messages/s; 0: as fast as demand allows */
+	uint32_t pat_burst;   /* messages published back to back */
+	int64_t pat_work_ns;  /* subscriber's processing per message */
+	uint32_t pat_prefetch;
+	int pat_subs;
 	const char *only[MAX_FILTER]; /* --scenario filters */
 	int nonly;
 	const char *plot_dir;
@@ -391,6 +400,16 @@ struct catchup_sample {
 	char err[200];
 };
 
+struct pat_sample {
+	int ok;
+	uint64_t messages;
+	double sent_rate;  /* messages/s published */
+	double deliv_rate; /* messages/s delivered, per subscriber */
+	double refused;	   /* claims refused for want of demand or room */
+	double p50, p90, p99, max; /* commit to seen, ns */
+	char err[200];
+};
+
 struct results {
 	double pp_first;
 	double *probes, *caps; /* probe round trips, parallel capacity */
@@ -405,6 +424,8 @@ struct results {
 	int nwake;
 	struct catchup_sample catchup[MAX_ROUNDS];
 	int ncatchup;
+	struct pat_sample pattern[MAX_ROUNDS];
+	int npattern;
 	int failures;
 	double wall;
 	char load0[128], load1[128];
@@ -424,6 +445,7 @@ void lat_list(FILE *f);
 int lat_known(const char *name); /* a latency scenario's name */
 int wake_run(const struct config *cfg, struct results *res);
 int catchup_run(const struct config *cfg, struct results *res);
+int pattern_run(const struct config *cfg, struct results *res);
 
 /* Throughput transports (throughput.c and baselines.c). A transfer has
  * one sender and nrecv receivers, each in its own process. */

@@ -14,6 +14,9 @@
  *   wake        one commit waking 64 sleeping subscribers (wake.c)
  *   catchup     a late joiner reading ~900 MiB retained by a replay
  *               stream, against memory read bandwidth (replay.c)
+ *   pattern     only when asked for: the user's own pattern (rate,
+ *               bursts, processing time, prefetch, subscribers), its
+ *               delivered rate and latency (pattern.c)
  * Output: a table, --json (one document), --plot DIR (report.c).
  * README.md explains how to read every figure.
  */
@@ -38,7 +41,9 @@ static void usage(FILE *f)
 		"  --plot DIR          write .dat files and plots.gp to DIR, "
 		"render PNGs with gnuplot\n"
 		"  --section LIST      throughput,fanout,latency,wake,catchup "
-		"(default: all)\n"
+		"(default: all),\n"
+		"                      or pattern (your own, below; only when "
+		"named)\n"
 		"  --scenario NAME     run only NAME (repeatable; 'all' for "
 		"every one, see --list);\n"
 		"                      the baselines a section compares "
@@ -70,6 +75,17 @@ static void usage(FILE *f)
 		"10000)\n"
 		"  --pin               senders on CPU 0, receivers on CPU 1\n"
 		"  --verbose           one line per measurement on stderr\n"
+		"Your own pattern (--section pattern): 1 publisher -> --subs "
+		"subscribers, blocking,\n"
+		"  message size the first --size (default 64, at least 16), "
+		"for --window per round:\n"
+		"  --rate MSGS/S       publish this many messages a second "
+		"(default 0: as demand allows)\n"
+		"  --burst N           in bursts of N back to back (default 1)\n"
+		"  --work NS           each subscriber spends NS ns on every "
+		"message (default 0)\n"
+		"  --prefetch N        subscribers' prefetch (default 128)\n"
+		"  --subs N            subscribers (default 1, at most 8)\n"
 		"  --list              list the scenarios\n"
 		"  -h, --help          show this help\n"
 		"Exit status: 0 done, 1 a transfer failed, 2 usage error.\n");
@@ -90,6 +106,46 @@ static int scenario_known(const char *name)
 		if (!strcmp(name, base_tp_scns[i].name))
 			return 1;
 	return lat_known(name);
+}
+
+/* A pattern option: a number in its range. Returns 0 or -1. */
+static int pattern_opt(struct config *c, int ch, const char *arg)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	int bad = end == arg || *end || errno || v < 0;
+	switch (ch) {
+	case 'a':
+		bad |= v > 1e9;
+		c->pat_rate = v;
+		break;
+	case 'b':
+		bad |= v < 1 || v > 1e6 || v != (double)(uint32_t)v;
+		c->pat_burst = (uint32_t)v;
+		break;
+	case 'k':
+		bad |= v > 1e9;
+		c->pat_work_ns = (int64_t)v;
+		break;
+	case 'f':
+		bad |= v < 1 || v > 1e6 || v != (double)(uint32_t)v;
+		c->pat_prefetch = (uint32_t)v;
+		break;
+	default:
+		bad |= v < 1 || v > MAX_FANOUT || v != (double)(int)v;
+		c->pat_subs = (int)v;
+		break;
+	}
+	if (bad)
+		fprintf(stderr, "crs-bench: --%s: bad value '%s' (%s)\n",
+			ch == 'a' ? "rate" : ch == 'b' ? "burst"
+			: ch == 'k' ? "work" : ch == 'f' ? "prefetch" : "subs",
+			arg,
+			ch == 'a' ? "0..1e9 messages/s" : ch == 'b' ? "1..1000000"
+			: ch == 'k' ? "0..1e9 ns" : ch == 'f' ? "1..1000000"
+			: "1..8");
+	return bad ? -1 : 0;
 }
 
 static int parse_list(const char *arg, size_t *out, int *n, int max,
@@ -197,6 +253,11 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "pin", no_argument, 0, 'P' },
 		{ "list", no_argument, 0, 'l' },
 		{ "verbose", no_argument, 0, 'v' },
+		{ "rate", required_argument, 0, 'a' },
+		{ "burst", required_argument, 0, 'b' },
+		{ "work", required_argument, 0, 'k' },
+		{ "prefetch", required_argument, 0, 'f' },
+		{ "subs", required_argument, 0, 'u' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -215,7 +276,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			char *dup = strdup(optarg), *save = NULL;
 			for (char *t = strtok_r(dup, ",", &save); t;
 			     t = strtok_r(NULL, ",", &save)) {
-				unsigned b = !strcmp(t, "throughput") ? SEC_TP
+				unsigned b = !strcmp(t, "pattern") ? SEC_PATTERN
+					     : !strcmp(t, "throughput") ? SEC_TP
 					     : !strcmp(t, "fanout")   ? SEC_FAN
 					     : !strcmp(t, "latency")  ? SEC_LAT
 					     : !strcmp(t, "wake")     ? SEC_WAKE
@@ -286,6 +348,14 @@ static int parse_args(int argc, char **argv, struct config *c)
 				fprintf(stderr, "--ring: a power of two, 4K..1G\n");
 				return -1;
 			}
+			break;
+		case 'a':
+		case 'b':
+		case 'k':
+		case 'f':
+		case 'u':
+			if (pattern_opt(c, ch, optarg))
+				return -1;
 			break;
 		case 'w': c->tp_secs = atof(optarg); break;
 		case 'T': c->lat_secs = atof(optarg); break;
@@ -363,6 +433,18 @@ static int parse_args(int argc, char **argv, struct config *c)
 		return -1;
 	}
 	c->idle_pause = idle >= 0 ? (uint32_t)idle : 64;
+	c->pat_size = c->nsizes ? c->sizes[0] : 64;
+	if (!c->pat_burst)
+		c->pat_burst = 1;
+	if (!c->pat_prefetch)
+		c->pat_prefetch = 128;
+	if (!c->pat_subs)
+		c->pat_subs = 1;
+	if ((c->sections & SEC_PATTERN) && c->pat_size < 16) {
+		fprintf(stderr, "crs-bench: --section pattern: messages of at "
+				"least 16 bytes (--size)\n");
+		return -1;
+	}
 	defaults(c);
 	for (int i = 0; i < c->nsizes; i++)
 		if (c->sizes[i] > c->ring_bytes / 4) {
@@ -414,6 +496,8 @@ int main(int argc, char **argv)
 		err = wake_run(&cfg, &res);
 	if (!err && (cfg.sections & SEC_CATCHUP))
 		err = catchup_run(&cfg, &res);
+	if (!err && (cfg.sections & SEC_PATTERN))
+		err = pattern_run(&cfg, &res);
 	res.wall = (double)(now_ns() - start) / 1e9;
 	read_line("/proc/loadavg", NULL, res.load1, sizeof(res.load1));
 	rmdir(cfg.tmpdir);

@@ -1,7 +1,11 @@
 /*
  * plot.c - --plot DIR: .dat files and plots.gp in DIR, rendered to PNG by
  * gnuplot when it is installed (Debian: gnuplot-nox). Figures are the
- * same as the table's: clean rounds when there are any.
+ * same as the table's: clean rounds when there are any. Every plot says
+ * in its title what it shows and over which rounds; sizes are labelled in
+ * bytes, subscriber counts as the integers run; crs series are solid and
+ * thick with filled points, baselines dashed with open points, and no two
+ * series of a plot share a colour.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +21,44 @@ static FILE *dat_open(const char *dir, const char *name)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	return fopen(path, "w");
+}
+
+/* Distinct colours, one per series of a plot. */
+static const char *const colours[] = {
+	"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+	"#e377c2", "#17becf", "#7f7f7f", "#bcbd22", "#000000", "#393b79",
+	"#ad494a", "#637939", "#e7ba52", "#843c39",
+};
+#define NCOLOURS (int)(sizeof(colours) / sizeof(colours[0]))
+
+/* The style of series k of a plot: crs apart from the baselines. Past
+ * the palette, colours come round again with another dash pattern. */
+static void series_style(FILE *gp, int k, const char *name)
+{
+	int crs = !strncmp(name, "crs", 3);
+	int dash = crs ? 1 + 2 * (k / NCOLOURS) : 2 + 2 * (k / NCOLOURS);
+	fprintf(gp, " lc rgb '%s' dt %d lw %s pt %d ps %s", colours[k % NCOLOURS],
+		dash, crs ? "2.5" : "1.5", crs ? 7 : 6, crs ? "1.2" : "1");
+}
+
+/* x tics at the message sizes measured, labelled in bytes. */
+static void size_tics(FILE *gp, const size_t *sizes, int n)
+{
+	fprintf(gp, "set xtics (");
+	for (int z = 0; z < n; z++) {
+		char sz[16];
+		fmt_size(sz, sizeof(sz), sizes[z]);
+		fprintf(gp, "%s'%s' %zu", z ? ", " : "", sz, sizes[z]);
+	}
+	fprintf(gp, ")\n");
+}
+
+/* Which rounds the medians come from, for titles. */
+static void rounds_text(char *buf, size_t len, const struct config *cfg)
+{
+	snprintf(buf, len, "median over the clean rounds of %d (over all %d "
+			   "for a series without a clean one)",
+		 cfg->rounds, cfg->rounds);
 }
 
 static int tp_names(const struct tp_cell *cells, int n, const char **names)
@@ -71,24 +113,31 @@ int report_plots(const struct config *cfg, const struct results *res)
 			fprintf(d, "\n");
 		}
 		fclose(d);
-		static const char *what[3] = { "GB/s", "million messages/s",
-					       "CPU ns per message (both "
-					       "processes)" };
+		static const char *what[3] = {
+			"GB/s", "million messages/s",
+			"CPU ns per message (both processes)"
+		};
 		static const char *file[3] = { "throughput-gbps.png",
 					       "throughput-msgs.png",
 					       "throughput-cpu.png" };
+		char rounds[96];
+		rounds_text(rounds, sizeof(rounds), cfg);
 		for (int w = 0; w < 3; w++) {
-			fprintf(gp, "set output '%s'\nset title 'crs-bench: 1 "
-				    "publisher -> 1 subscriber, %s (median of "
-				    "%d rounds)'\nset logscale xy\nset xlabel "
-				    "'message size (bytes)'\nset ylabel '%s'\n"
-				    "plot ",
-				file[w], what[w], cfg->rounds, what[w]);
-			for (int k = 0; k < nn; k++)
+			fprintf(gp, "set output '%s'\nset title \"crs-bench: 1 "
+				    "publisher -> 1 subscriber, separate "
+				    "processes: %s\\n%s\"\nset logscale xy\n"
+				    "set xlabel 'message size (bytes; K = 1024)'"
+				    "\nset ylabel '%s'\n",
+				file[w], what[w], rounds, what[w]);
+			size_tics(gp, cfg->sizes, cfg->nsizes);
+			fprintf(gp, "plot ");
+			for (int k = 0; k < nn; k++) {
 				fprintf(gp, "%s'throughput.dat' using 1:%d with "
 					    "linespoints title '%s'",
 					k ? ", " : "", 2 + 3 * k + w, names[k]);
-			fprintf(gp, "\n");
+				series_style(gp, k, names[k]);
+			}
+			fprintf(gp, "\nset xtics autofreq\n");
 		}
 	}
 	if (res->nfan) {
@@ -118,23 +167,32 @@ int report_plots(const struct config *cfg, const struct results *res)
 			fprintf(d, "\n\n");
 		}
 		fclose(d);
-		fprintf(gp, "set output 'fanout.png'\nset title 'crs-bench: "
-			    "fan-out, blocking, deliveries/s summed over "
-			    "subscribers'\nunset logscale\nset logscale y\n"
-			    "set xlabel 'subscribers'\nset ylabel 'million "
-			    "deliveries/s'\nplot ");
-		int first = 1;
+		char rounds[96];
+		rounds_text(rounds, sizeof(rounds), cfg);
+		fprintf(gp, "set output 'fanout.png'\nset title \"crs-bench: "
+			    "fan-out, 1 publisher -> K subscribers, blocking: "
+			    "deliveries/s summed over the subscribers\\n%s\"\n"
+			    "unset logscale\nset logscale y\n"
+			    "set xlabel 'subscribers (K)'\nset ylabel 'million "
+			    "deliveries/s'\nset xtics (",
+			rounds);
+		for (int f = 0; f < cfg->nfanout; f++)
+			fprintf(gp, "%s'%d' %d", f ? ", " : "", cfg->fanout[f],
+				cfg->fanout[f]);
+		fprintf(gp, ")\nset mxtics 1\nplot ");
+		int series = 0;
 		for (int z = 0; z < cfg->nfan_sizes; z++)
 			for (int k = 0; k < nn; k++) {
 				char sz[16];
 				fmt_size(sz, sizeof(sz), cfg->fan_sizes[z]);
 				fprintf(gp, "%s'fanout.dat' index %d using 1:%d "
-					    "with linespoints title '%s %s'",
-					first ? "" : ", ", z, 3 + k, names[k],
+					    "with linespoints title '%s, %s "
+					    "messages'",
+					series ? ", " : "", z, 3 + k, names[k],
 					sz);
-				first = 0;
+				series_style(gp, series++, names[k]);
 			}
-		fprintf(gp, "\n");
+		fprintf(gp, "\nset xtics autofreq\n");
 	}
 	for (int z = 0; z < cfg->nlat_sizes && res->nlat; z++) {
 		static const double pct[] = { 0,    10,	  25,	50,    75,
@@ -148,8 +206,10 @@ int report_plots(const struct config *cfg, const struct results *res)
 			return -errno;
 		int idx = 0;
 		fprintf(gp, "set output 'latency-%s.png'\nset title "
-			    "'crs-bench: ping-pong round trip, %s messages, "
-			    "clean rounds (percentile distribution)'\n"
+			    "\"crs-bench: ping-pong round trip of %s messages "
+			    "between two processes, by percentile\\nhistogram "
+			    "of the clean rounds (of all rounds for a "
+			    "scenario without any)\"\n"
 			    "unset logscale\nset logscale xy\nset xlabel "
 			    "'percentile'\nset ylabel 'round trip "
 			    "(us)'\nset xtics ('p50' 2, 'p90' 10, 'p99' "
@@ -171,6 +231,7 @@ int report_plots(const struct config *cfg, const struct results *res)
 			fprintf(gp, "%s'%s' index %d using 2:3 with linespoints "
 				    "title '%s (%s)'",
 				idx ? ", " : "", fname, idx, c->name, c->mode);
+			series_style(gp, idx, c->name);
 			idx++;
 		}
 		fprintf(gp, "\nset xtics autofreq\n");

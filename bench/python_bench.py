@@ -3,17 +3,24 @@
 measured in the same run on the same handles.
 
 For each size (32 B, 4 KiB, 1 MiB) one publisher process (this one) sends
-to one subscriber process, with each side either Python code or the C
-reference loop inside the extension (crs._crs._bench_publish/_consume:
-the library's claim/commit and poll/release with no Python per message).
-The ratio binding/C compares a Python side against C with the other side
-fixed, and Python at both ends against C at both ends.
+to one subscriber process. Each side is either Python code or a C loop
+inside the extension (crs._crs._bench_publish/_consume: the library's
+claim/commit and poll/release, no Python per message) doing the same
+work:
 
-Python publishers: 'offer' (a copy per message), 'offer_many' (a batch of
-1024 per call), 'claim' (write the 8-byte header in place: zero copy).
-Python subscribers: 'iter' (for msg in sub: len(msg); zero copy; at 1 MiB
-it reads the first 8 bytes through memoryview), 'poll_many' (copies,
-1024 per call). The C loops write and read the first 8 bytes.
+  publisher  offer       Python: pub.offer(bytes) - a copy per message
+             offer_many  Python: pub.offer_many(1024 of them) per call
+             claim       Python: with pub.claim(n) as buf: buf[:8] = seq
+             c-offer     C: claim, copy n bytes in, commit (offer's work)
+             c-claim     C: claim, write 8 bytes, commit (claim's work)
+  subscriber iter        Python: for msg in sub: len(msg) (zero copy; at
+                         1 MiB it also reads 8 bytes through memoryview)
+             poll_many   Python: sub.poll_many(1024) - a bytes copy each
+             c-view      C: poll, read 8 bytes, release (iter's work)
+             c-copy      C: poll, copy into a fresh block, release
+
+A ratio compares a run with Python on one side (or both) against the run
+with the C loop doing that side's same work, the other side unchanged.
 
 usage: PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py
            [--quick] [--json] [--sizes 32,4096,1048576] [--rounds N]
@@ -37,7 +44,7 @@ BATCH = 1024
 
 
 def ring_for(size):
-    return max(1 << 20, 8 * size)  # max_message is a quarter of the ring
+    return max(4 << 20, 8 * size)  # max_message is a quarter of the ring
 
 
 def python_publish(pub, impl, size, count):
@@ -67,8 +74,8 @@ def subscriber(name, impl, count):
     n = nbytes = 0
     with crs.Subscriber(name, wait=30, prefetch=PREFETCH) as sub:
         print("ready", flush=True)
-        if impl == "c":
-            n, nbytes = _crs._bench_consume(sub, count)
+        if impl in ("c-view", "c-copy"):
+            n, nbytes = _crs._bench_consume(sub, count, impl == "c-copy")
         elif impl == "poll_many":
             while n < count:
                 batch = sub.poll_many(BATCH, timeout=30)
@@ -102,8 +109,8 @@ def one_run(size, pub_impl, sub_impl, count, name):
                 raise RuntimeError("the subscriber did not arrive")
             assert child.stdout.readline().strip() == "ready"
             t0 = time.perf_counter()
-            if pub_impl == "c":
-                _crs._bench_publish(pub, size, count)
+            if pub_impl in ("c-claim", "c-offer"):
+                _crs._bench_publish(pub, size, count, pub_impl == "c-offer")
             else:
                 python_publish(pub, pub_impl, size, count)
             if not pub.wait_consumed(60):
@@ -122,18 +129,28 @@ def one_run(size, pub_impl, sub_impl, count, name):
     return seconds
 
 
+# The C loop that does the same work as each Python side.
+C_TWIN = {"offer": "c-offer", "offer_many": "c-offer", "claim": "c-claim",
+          "iter": "c-view", "poll_many": "c-copy"}
+
+
 def pairs_for(size):
-    """(publisher, subscriber) pairs: C-C reference, each Python side
-    against C, and Python at both ends."""
-    pys = ["claim"] if size >= 1 << 20 else ["offer", "offer_many"]
-    subs = ["iter"] if size >= 1 << 20 else ["iter", "poll_many"]
-    out = [("c", "c")]
-    out += [(p, "c") for p in pys]
-    out += [("c", s) for s in subs]
-    out += [(pys[-1], subs[-1])]
-    if size < 1 << 20:
-        out += [("offer", "iter")]
-    return out
+    """(publisher, subscriber) pairs: each Python side against C, Python
+    at both ends, and the C-C twins they are compared with."""
+    if size >= 1 << 20:
+        pys, subs = ["claim"], ["iter"]
+        both = [("claim", "iter")]
+    else:
+        pys, subs = ["offer", "offer_many"], ["iter", "poll_many"]
+        both = [("offer", "iter"), ("offer_many", "poll_many")]
+    out = [(p, "c-view") for p in pys] + [("c-claim", s) for s in subs]
+    out += both
+    twins = []
+    for p, s in out:
+        tp, ts = C_TWIN.get(p, p), C_TWIN.get(s, s)
+        if (tp, ts) not in twins:
+            twins.append((tp, ts))
+    return twins + out
 
 
 def machine():
@@ -179,25 +196,27 @@ def main():
                          "seconds": round(s, 6),
                          "msgs_per_s": round(rate),
                          "gb_per_s": round(rate * size / 1e9, 4)})
-        c = rates[("c", "c")]
         for (p, s), rate in rates.items():
-            if (p, s) != ("c", "c"):
+            twin = (C_TWIN.get(p, p), C_TWIN.get(s, s))
+            if twin != (p, s):
                 ratios.append({"size": size, "publisher": p,
-                               "subscriber": s,
-                               "ratio_vs_c": round(rate / c, 3)})
+                               "subscriber": s, "c_publisher": twin[0],
+                               "c_subscriber": twin[1],
+                               "ratio_vs_c": round(rate / rates[twin], 3)})
     doc = {"benchmark": "python-binding", "machine": machine(),
            "rounds": rounds, "runs": runs, "ratios": ratios}
     if a.json:
         print(json.dumps(doc, indent=1))
         return
     print(f"{'size':>8} {'publisher':>10} {'subscriber':>10} "
-          f"{'msgs/s':>12} {'GB/s':>8} {'vs C-C':>7}")
+          f"{'msgs/s':>12} {'GB/s':>8} {'vs C':>6}  C twin")
     for r in runs:
-        ratio = next((x["ratio_vs_c"] for x in ratios
-                      if (x["size"], x["publisher"], x["subscriber"]) ==
-                      (r["size"], r["publisher"], r["subscriber"])), 1.0)
+        x = next((x for x in ratios
+                  if (x["size"], x["publisher"], x["subscriber"]) ==
+                  (r["size"], r["publisher"], r["subscriber"])), None)
+        ratio = f"{x['ratio_vs_c']:6.3f}  {x['c_publisher']}/{x['c_subscriber']}" if x else "     -"
         print(f"{r['size']:>8} {r['publisher']:>10} {r['subscriber']:>10} "
-              f"{r['msgs_per_s']:>12,} {r['gb_per_s']:>8.3f} {ratio:>7.3f}")
+              f"{r['msgs_per_s']:>12,} {r['gb_per_s']:>8.3f} {ratio}")
     print(f"machine: {doc['machine']}")
 
 

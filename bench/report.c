@@ -211,6 +211,96 @@ static void lat_table(const struct results *res)
 	}
 }
 
+/* Median over the pattern's good rounds of one figure. */
+static double pat_med(const struct results *res, int what)
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		if (s->ok)
+			v[n++] = what == 0   ? s->sent_rate
+				 : what == 1 ? s->deliv_rate
+				 : what == 2 ? s->p50
+				 : what == 3 ? s->p90
+				 : what == 4 ? s->p99
+				 : what == 5 ? s->max
+					     : s->refused;
+	}
+	return median(v, n);
+}
+
+static void pattern_table(const struct config *cfg, const struct results *res)
+{
+	char rate[32];
+	if (cfg->pat_rate > 0)
+		snprintf(rate, sizeof(rate), "%.0f msg/s", cfg->pat_rate);
+	else
+		snprintf(rate, sizeof(rate), "as fast as demand allows");
+	printf("\n== Your pattern: %zu B messages, %s in bursts of %u, %d "
+	       "subscriber%s spending %" PRId64 " ns each,\n"
+	       "   prefetch %u, both sides blocking; %.2f s per round ==\n",
+	       cfg->pat_size, rate, cfg->pat_burst, cfg->pat_subs,
+	       cfg->pat_subs == 1 ? "" : "s", cfg->pat_work_ns,
+	       cfg->pat_prefetch, cfg->tp_secs);
+	printf("%-6s %12s %14s %10s %10s %10s %10s %12s\n", "round",
+	       "sent msg/s", "deliv/s /sub", "p50 us", "p90 us", "p99 us",
+	       "max us", "refused");
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		if (!s->ok) {
+			printf("%-6d FAILED: %s\n", i + 1, s->err);
+			continue;
+		}
+		printf("%-6d %12.0f %14.0f %10.2f %10.2f %10.2f %10.1f %12.0f\n",
+		       i + 1, s->sent_rate, s->deliv_rate, s->p50 / 1e3,
+		       s->p90 / 1e3, s->p99 / 1e3, s->max / 1e3, s->refused);
+	}
+	printf("%-6s %12.0f %14.0f %10.2f %10.2f %10.2f %10.1f %12.0f\n",
+	       "median", pat_med(res, 0), pat_med(res, 1),
+	       pat_med(res, 2) / 1e3, pat_med(res, 3) / 1e3,
+	       pat_med(res, 4) / 1e3, pat_med(res, 5) / 1e3, pat_med(res, 6));
+	printf("   latency: commit to the subscriber seeing the message, "
+	       "queueing behind processing included;\n"
+	       "   refused: claims refused for want of demand or room "
+	       "(the subscribers held the publisher back)\n");
+}
+
+static void json_pattern(FILE *f, const struct config *cfg,
+			 const struct results *res)
+{
+	fprintf(f, "  \"pattern\": ");
+	if (!(cfg->sections & SEC_PATTERN)) {
+		fprintf(f, "null,\n");
+		return;
+	}
+	fprintf(f, "{\"size\": %zu, \"rate\": %.1f, \"burst\": %u, "
+		   "\"work_ns\": %" PRId64 ", \"prefetch\": %u, "
+		   "\"subscribers\": %d, \"rounds\": [",
+		cfg->pat_size, cfg->pat_rate, cfg->pat_burst, cfg->pat_work_ns,
+		cfg->pat_prefetch, cfg->pat_subs);
+	for (int i = 0; i < res->npattern; i++) {
+		const struct pat_sample *s = &res->pattern[i];
+		fprintf(f, "%s\n    {\"ok\": %s", i ? "," : "",
+			s->ok ? "true" : "false");
+		if (s->ok)
+			fprintf(f, ", \"messages\": %" PRIu64 ", "
+				   "\"sent_msgs_per_s\": %.1f, "
+				   "\"delivered_msgs_per_s_per_sub\": %.1f, "
+				   "\"p50_ns\": %.0f, \"p90_ns\": %.0f, "
+				   "\"p99_ns\": %.0f, \"max_ns\": %.0f, "
+				   "\"refused_claims\": %.0f",
+				s->messages, s->sent_rate, s->deliv_rate, s->p50,
+				s->p90, s->p99, s->max, s->refused);
+		else {
+			fprintf(f, ", \"error\": ");
+			json_str(f, s->err);
+		}
+		fprintf(f, "}");
+	}
+	fprintf(f, "]},\n");
+}
+
 void report_table(const struct config *cfg, const struct results *res)
 {
 	struct machine m;
@@ -314,6 +404,8 @@ void report_table(const struct config *cfg, const struct results *res)
 			       res->catchup[i].membw_gbps);
 		printf("\n");
 	}
+	if (res->npattern)
+		pattern_table(cfg, res);
 	struct target t[48];
 	int nt = targets(cfg, res, t, 48);
 	if (nt) {
@@ -622,6 +714,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 	else
 		fputs("null", f);
 	fprintf(f, ",\n");
+	json_pattern(f, cfg, res);
 	struct target t[48];
 	int nt = targets(cfg, res, t, 48);
 	fprintf(f, "  \"targets\": [");

@@ -33,6 +33,11 @@ usage_error "--section: unknown nope" --section nope
 usage_error "--rounds: 1..50" --rounds 0
 usage_error "--size: values" --size 3
 usage_error "exceeds ring/4" --lat-size 4M --ring 8M
+usage_error "--subs: bad value '9'" --section pattern --subs 9
+usage_error "--burst: bad value '0'" --section pattern --burst 0
+usage_error "--rate: bad value '-5'" --section pattern --rate -5
+usage_error "--prefetch: bad value 'many'" --section pattern --prefetch many
+usage_error "at least 16 bytes" --section pattern --size 8
 
 for h in -h --help; do
 	timeout 10 "$bench" $h >"$tmp/out" 2>"$tmp/err"
@@ -51,7 +56,8 @@ timeout 60 "$bench" --section wake --wake-subs 2 --wakes 2 --rounds 1 --probe 50
 /usr/bin/python3 - "$tmp/wake.json" <<'PY' || status=1
 import json, sys
 doc = json.load(open(sys.argv[1]))
-bad = [k for k in ("throughput", "fanout", "latency", "catchup") if doc[k] is not None]
+bad = [k for k in ("throughput", "fanout", "latency", "catchup", "pattern")
+       if doc[k] is not None]
 if bad:
     print(f"FAIL: sections not run are not null: {bad}")
 if not isinstance(doc["wake"], list) or not doc["wake"]:
@@ -59,5 +65,34 @@ if not isinstance(doc["wake"], list) or not doc["wake"]:
     bad.append("wake")
 sys.exit(1 if bad else 0)
 PY
+# The user's own pattern: 2 subscribers, bursts, processing time; every
+# round completes, everything published is delivered to both.
+timeout 60 "$bench" --section pattern --size 64 --rate 5000 --burst 5 --work 1000 \
+	--prefetch 8 --subs 2 --rounds 2 --window 0.1 --probe 500 --json \
+	>"$tmp/pattern.json" 2>"$tmp/err" || fail "crs-bench --section pattern failed: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/pattern.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+p = doc["pattern"]
+errors = []
+if doc["throughput"] is not None:
+    errors.append("throughput ran")
+want = {"size": 64, "rate": 5000, "burst": 5, "work_ns": 1000, "prefetch": 8,
+        "subscribers": 2}
+for k, v in want.items():
+    if p[k] != v:
+        errors.append(f"{k} {p[k]}, not {v}")
+if len(p["rounds"]) != 2 or not all(r["ok"] for r in p["rounds"]):
+    errors.append(f"rounds {p['rounds']}")
+for r in p["rounds"]:
+    if r.get("messages", 0) < 5 or r["messages"] % 5:
+        errors.append(f"{r.get('messages')} messages: not whole bursts")
+    if not 0 < r.get("p50_ns", 0) <= r.get("p99_ns", 0) <= r.get("max_ns", 0):
+        errors.append(f"latency percentiles out of order: {r}")
+for e in errors:
+    print("FAIL: pattern:", e)
+sys.exit(1 if errors else 0)
+PY
+
 [ "$status" -eq 0 ] && echo "ok: crs-bench argument errors and null sections"
 exit "$status"

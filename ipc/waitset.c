@@ -15,6 +15,13 @@
  * slices, looking at every word and fd between two slices and moving
  * the window of words they sleep on: SLICE_NS when only fds are left
  * out, ROTATE_NS when words are.
+ *
+ * For a pollable fd without io_uring (ipc_waitset_fd), a watcher thread
+ * runs the same wait over a copy of the armed entries, handed over by
+ * ipc_waitset_submit, and writes an eventfd when one fires. Every other
+ * call takes the entries back first (watch_stop): the watcher is woken
+ * through a word of its own in its futex window and a second eventfd in
+ * its poll set, and the handover is under a mutex.
  */
 #include "waitset.h"
 
@@ -22,8 +29,11 @@
 #include <linux/futex.h>
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,8 +60,23 @@ struct entry {
 	short events;
 };
 
+/* The fallback engines' fd: a thread waiting for a copy of the entries. */
+enum { W_IDLE, W_WATCH, W_QUIT };
+struct watcher {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int state;		 /* W_*, under mu */
+	_Atomic uint32_t stop;	 /* 1: give the entries back (a futex word) */
+	int intr;		 /* eventfd in the watcher's poll set */
+	int efd;		 /* the fd ipc_waitset_fd returns */
+	struct entry *snap;	 /* owned by the watcher while W_WATCH */
+	uint32_t nsnap;
+};
+
 struct ipc_waitset {
 	int uring_ok;
+	struct watcher *w; /* fallback engines, once ipc_waitset_fd ran */
 	int waitv_ok; /* futex_waitv works (poll engine), else plain futex */
 	uint32_t rotate; /* first word of the next sleeping window */
 	struct io_uring ring;
@@ -82,10 +107,13 @@ int ipc_waitset_new(struct ipc_waitset **out)
 	return 0;
 }
 
+static void watcher_free(struct ipc_waitset *ws);
+
 void ipc_waitset_free(struct ipc_waitset *ws)
 {
 	if (!ws)
 		return;
+	watcher_free(ws);
 	if (ws->uring_ok)
 		io_uring_queue_exit(&ws->ring);
 	free(ws->e);
@@ -97,10 +125,21 @@ const char *ipc_waitset_engine(const struct ipc_waitset *ws)
 	return ws->uring_ok ? "io_uring" : ws->waitv_ok ? "poll" : "futex";
 }
 
-int ipc_waitset_fd(const struct ipc_waitset *ws)
+static int watcher_start(struct ipc_waitset *ws);
+
+int ipc_waitset_fd(struct ipc_waitset *ws)
 {
-	return ws->uring_ok ? ws->ring.ring_fd : -ENOTSUP;
+	if (ws->uring_ok)
+		return ws->ring.ring_fd;
+	if (!ws->w) {
+		int err = watcher_start(ws);
+		if (err)
+			return err;
+	}
+	return ws->w->efd;
 }
+
+static void watch_stop(struct ipc_waitset *ws);
 
 static struct entry *entry_for(struct ipc_waitset *ws, uint64_t key)
 {
@@ -169,6 +208,7 @@ static int queue(struct ipc_waitset *ws, uint64_t key, struct entry *e)
 /* Arm key for what `want` describes; an identical pending wait stays. */
 static int arm(struct ipc_waitset *ws, uint64_t key, const struct entry *want)
 {
+	watch_stop(ws);
 	struct entry *e = entry_for(ws, key);
 	if (!e)
 		return -ENOMEM;
@@ -208,6 +248,7 @@ int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
 
 void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key)
 {
+	watch_stop(ws);
 	if (key >= ws->cap)
 		return;
 	struct entry *e = &ws->e[key];
@@ -317,15 +358,17 @@ static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
 						      : -errno;
 }
 
-static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
-		     int max)
+/* Wait for entries es[0, cap) (ws's own, or the watcher's copy; w is
+ * then the watcher, whose stop word and intr fd end the wait with 0). */
+static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
+			struct watcher *w, int64_t deadline, uint64_t *fired,
+			int max)
 {
 	struct futex_waitv vec[MAX_WAITV];
 	uint32_t vkey[MAX_WAITV];
-	uint32_t cap = ws->cap ? ws->cap : 1;
-	struct pollfd *pfd = calloc(cap, sizeof(*pfd));
-	uint32_t *pkey = calloc(cap, sizeof(*pkey));
-	uint32_t *fkey = calloc(cap, sizeof(*fkey));
+	struct pollfd *pfd = calloc(cap + 1, sizeof(*pfd));
+	uint32_t *pkey = calloc(cap + 1, sizeof(*pkey));
+	uint32_t *fkey = calloc(cap + 1, sizeof(*fkey));
 	int n = 0, err = 0;
 	if (!pfd || !pkey || !fkey) {
 		err = -ENOMEM;
@@ -334,8 +377,16 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 	for (;;) {
 		uint32_t nf = 0;
 		int np = 0;
-		for (uint32_t k = 0; k < ws->cap && n < max; k++) {
-			struct entry *e = &ws->e[k];
+		/* The watcher's own word and fd come first: a stop request
+		 * is seen before anything else, and interrupts the sleep. */
+		if (w && atomic_load(&w->stop))
+			goto out;
+		if (w) {
+			pfd[np] = (struct pollfd){ w->intr, POLLIN, 0 };
+			pkey[np++] = UINT32_MAX;
+		}
+		for (uint32_t k = 0; k < cap && n < max; k++) {
+			struct entry *e = &es[k];
 			if (!e->armed)
 				continue;
 			if (e->kind == K_FUTEX) {
@@ -357,8 +408,10 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		}
 		if (np && n < max && poll(pfd, (nfds_t)np, 0) > 0) {
 			for (int i = 0; i < np && n < max; i++) {
+				if (pfd[i].revents && pkey[i] == UINT32_MAX)
+					goto out; /* the watcher is stopped */
 				if (pfd[i].revents) {
-					ws->e[pkey[i]].armed = 0;
+					es[pkey[i]].armed = 0;
 					fired[n++] = pkey[i];
 				}
 			}
@@ -366,9 +419,15 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		int64_t left = ipc_left_ns(deadline);
 		if (n || left == 0)
 			goto out;
-		uint32_t room = ws->waitv_ok ? MAX_WAITV : 1;
-		int64_t slice = nf > room ? ROTATE_NS : np && nf ? SLICE_NS
-								: left;
+		/* The watcher sleeps on its stop word too (vec[0]); with
+		 * plain FUTEX_WAIT it has no room for it and looks at the
+		 * word between slices instead. */
+		uint32_t extra = w && ws->waitv_ok;
+		uint32_t room = ws->waitv_ok ? MAX_WAITV - extra : 1;
+		int watch_np = w != NULL; /* the intr fd is not the caller's */
+		int64_t slice = nf > room || (w && !extra && nf) ? ROTATE_NS
+				: np > watch_np && nf		    ? SLICE_NS
+								    : left;
 		if (slice > left)
 			slice = left;
 		if (!nf) {
@@ -386,15 +445,24 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		uint32_t nv = nf < room ? nf : room;
 		uint32_t first = nf > room ? ws->rotate % nf : 0;
 		ws->rotate = first + nv;
+		if (extra) {
+			vec[0] = (struct futex_waitv){
+				.val = 0,
+				.uaddr = (uintptr_t)&w->stop,
+				.flags = FUTEX2_U32
+			};
+			vkey[0] = UINT32_MAX;
+		}
 		for (uint32_t i = 0; i < nv; i++) {
-			const struct entry *e = &ws->e[fkey[(first + i) % nf]];
-			vec[i] = (struct futex_waitv){
+			const struct entry *e = &es[fkey[(first + i) % nf]];
+			vec[extra + i] = (struct futex_waitv){
 				.val = e->val,
 				.uaddr = (uintptr_t)e->addr,
 				.flags = FUTEX2_U32
 			};
-			vkey[i] = fkey[(first + i) % nf];
+			vkey[extra + i] = fkey[(first + i) % nf];
 		}
+		nv += extra;
 		struct timespec abs, *tp = NULL;
 		if (slice != INT64_MAX) {
 			int64_t t = ipc_now_ns() + slice;
@@ -403,8 +471,10 @@ static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			tp = &abs;
 		}
 		int r = sleep_words(ws, vec, (int)nv, tp);
+		if (r >= 0 && (uint32_t)r < nv && vkey[r] == UINT32_MAX)
+			continue; /* the stop word: seen at the top */
 		if (r >= 0 && (uint32_t)r < nv) {
-			ws->e[vkey[r]].armed = 0;
+			es[vkey[r]].armed = 0;
 			fired[n++] = vkey[r];
 			goto out;
 		}
@@ -424,8 +494,148 @@ out:
 	return err ? err : n;
 }
 
+static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
+		     int max)
+{
+	return poll_entries(ws, ws->e, ws->cap, NULL, deadline, fired, max);
+}
+
+/* ---- the fallback engines' fd: a watcher thread ------------------------ */
+
+static void *watcher_main(void *arg)
+{
+	struct ipc_waitset *ws = arg;
+	struct watcher *w = ws->w;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->state == W_IDLE)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->state == W_QUIT)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		uint64_t key;
+		int n = poll_entries(ws, w->snap, w->nsnap, w, INT64_MAX, &key,
+				     1);
+		if (n != 0) { /* fired, or an error the loop will see too */
+			uint64_t one = 1;
+			if (write(w->efd, &one, sizeof(one)) < 0) {
+				/* the counter is full: readable already */
+			}
+		}
+		pthread_mutex_lock(&w->mu);
+		if (w->state == W_WATCH)
+			w->state = W_IDLE; /* until the next handover */
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+static int watcher_start(struct ipc_waitset *ws)
+{
+	struct watcher *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->intr = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int err = w->efd < 0 || w->intr < 0 ? -errno : 0;
+	if (!err) {
+		pthread_mutex_init(&w->mu, NULL);
+		pthread_cond_init(&w->cv, NULL);
+		ws->w = w;
+		err = -pthread_create(&w->thread, NULL, watcher_main, ws);
+		if (err) {
+			pthread_mutex_destroy(&w->mu);
+			pthread_cond_destroy(&w->cv);
+			ws->w = NULL;
+		}
+	}
+	if (err) {
+		if (w->efd >= 0)
+			close(w->efd);
+		if (w->intr >= 0)
+			close(w->intr);
+		free(w);
+	}
+	return err;
+}
+
+/* Take the entries back from a watching watcher, and wait until it let
+ * go of its copy. */
+static void watch_stop(struct ipc_waitset *ws)
+{
+	struct watcher *w = ws->w;
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	if (w->state == W_WATCH) {
+		atomic_store(&w->stop, 1);
+		syscall(SYS_futex, &w->stop, FUTEX_WAKE, 1, NULL, NULL, 0);
+		uint64_t one = 1;
+		if (write(w->intr, &one, sizeof(one)) < 0) {
+			/* full: readable already */
+		}
+		while (w->state == W_WATCH)
+			pthread_cond_wait(&w->cv, &w->mu);
+		uint64_t v;
+		if (read(w->intr, &v, sizeof(v)) < 0) {
+			/* nothing to drain */
+		}
+		atomic_store(&w->stop, 0);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Hand a copy of the armed entries to the watcher. */
+static int watch_start(struct ipc_waitset *ws)
+{
+	struct watcher *w = ws->w;
+	watch_stop(ws);
+	struct entry *snap = realloc(w->snap, sizeof(*snap) * (ws->cap + 1));
+	if (!snap)
+		return -ENOMEM;
+	if (ws->cap)
+		memcpy(snap, ws->e, sizeof(*snap) * ws->cap);
+	pthread_mutex_lock(&w->mu);
+	w->snap = snap;
+	w->nsnap = ws->cap;
+	w->state = W_WATCH;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+static void watcher_free(struct ipc_waitset *ws)
+{
+	struct watcher *w = ws->w;
+	if (!w)
+		return;
+	watch_stop(ws);
+	pthread_mutex_lock(&w->mu);
+	w->state = W_QUIT;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	close(w->efd);
+	close(w->intr);
+	free(w->snap);
+	free(w);
+	ws->w = NULL;
+}
+
 int ipc_waitset_submit(struct ipc_waitset *ws, int kick)
 {
+	if (!ws->uring_ok && ws->w) {
+		uint64_t one = 1;
+		if (kick)
+			return write(ws->w->efd, &one, sizeof(one)) < 0 &&
+					       errno != EAGAIN
+				       ? -errno
+				       : 0;
+		return watch_start(ws);
+	}
 	if (!ws->uring_ok)
 		return 0;
 	if (kick) {
@@ -446,5 +656,12 @@ int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		return -EINVAL;
 	if (ws->uring_ok)
 		return wait_uring(ws, deadline, fired, max);
+	if (ws->w) {
+		watch_stop(ws);
+		uint64_t v; /* the fd reports new work from here on */
+		if (read(ws->w->efd, &v, sizeof(v)) < 0) {
+			/* nothing pending */
+		}
+	}
 	return wait_poll(ws, deadline, fired, max);
 }

@@ -7,8 +7,10 @@
  * The io_uring engine keeps every armed entry pending in the kernel as a
  * FUTEX_WAIT or POLL_ADD request, so the ring fd (ipc_waitset_fd) polls
  * readable as soon as anything fires and a loop can sit inside another
- * loop's epoll. The poll engine (no io_uring, or CRS_NO_URING=1) waits
- * with futex_waitv and poll in slices and has no such fd.
+ * loop's epoll. The fallback engines (no io_uring, or CRS_NO_URING=1)
+ * wait with futex_waitv (or plain FUTEX_WAIT) and poll; their fd is an
+ * eventfd written by a watcher thread that waits on a copy of the armed
+ * entries between ipc_waitset_submit and the next call.
  */
 #ifndef CRS_IPC_WAITSET_H
 #define CRS_IPC_WAITSET_H
@@ -20,8 +22,9 @@ struct ipc_waitset;
 int ipc_waitset_new(struct ipc_waitset **out);
 void ipc_waitset_free(struct ipc_waitset *ws);
 const char *ipc_waitset_engine(const struct ipc_waitset *ws);
-/* Pollable fd that turns readable when an entry fired, or -ENOTSUP. */
-int ipc_waitset_fd(const struct ipc_waitset *ws);
+/* Pollable fd that turns readable when an entry fired (the fallback
+ * engines: starts the watcher thread), or -errno. */
+int ipc_waitset_fd(struct ipc_waitset *ws);
 
 /* Arm key to fire when *addr != val or on a wake. Re-arming an armed key
  * with the same word and value keeps the pending wait. 0 or -errno. */
@@ -33,7 +36,8 @@ int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
 /* Disarm and forget key (its fd or word may go away after this). */
 void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key);
 
-/* Hand queued arms to the kernel without waiting (io_uring), and make
+/* Hand queued arms to the kernel without waiting (io_uring; the
+ * fallback: to the watcher thread, once the fd was asked for), and make
  * the fd readable at once if kick (a completion that reports nothing). */
 int ipc_waitset_submit(struct ipc_waitset *ws, int kick);
 

@@ -116,6 +116,7 @@ void pub_auto_connect(struct crs_pub *pub)
 static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 		      const char *message)
 {
+	crs_pub_flush(pub); /* deferred frames come before the end */
 	pub->claimed = 0;
 	if (pub->latest_held) { /* LATEST: never sent in this epoch */
 		pub->latest_held = 0;
@@ -196,6 +197,7 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
  * EPIPE its record already holds. */
 void pub_close_epochs(struct crs_pub *pub)
 {
+	crs_pub_flush(pub);
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
 		struct crs_terminal_view t;

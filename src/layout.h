@@ -125,9 +125,10 @@ enum crs_stats_state {
 /* Publisher counters for the inspector, kept up to date by the publisher
  * alone (relaxed stores; readers tolerate a slightly stale snapshot). */
 struct crs_pub_stats {
-	_Atomic uint64_t position;  /* ring position after the last commit,
-				       stored after its header (release):
-				       readers may consume up to it */
+	/* The next three are figures, mirrored from the publisher's handle
+	 * every 16 commits, at each flush and serve: readers go by frame
+	 * headers, never by these. */
+	_Atomic uint64_t position;  /* ring position after the last commit */
 	_Atomic uint64_t published; /* messages committed */
 	_Atomic uint64_t bytes;	    /* payload bytes committed */
 	_Atomic uint64_t dropped;   /* messages dropped by overflow policy */

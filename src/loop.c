@@ -39,6 +39,7 @@ struct loop_entry {
 	/* L_SUB */
 	crs_sub *sub;
 	struct crs_sub_callbacks cb;
+	uint32_t sub_gen; /* its stream_gen when its waits were armed */
 	/* L_PUB */
 	crs_pub *pub;
 	crs_pub_ready_fn on_ready;
@@ -114,6 +115,18 @@ static int entry_new(struct crs_loop *loop)
 	return loop->n++;
 }
 
+static void announce_for_fd(struct crs_loop *loop);
+
+/* A registration added between runs while the caller sleeps on
+ * crs_loop_fd(): announce it now, or nothing would wake that fd for it
+ * (within a run, the run's end announces it). */
+static int added(struct crs_loop *loop)
+{
+	if (loop->fd_mode && !loop->running)
+		announce_for_fd(loop);
+	return 0;
+}
+
 static int find(const struct crs_loop *loop, int kind, const void *h, int fd)
 {
 	for (int i = 0; i < loop->n; i++) {
@@ -138,7 +151,7 @@ int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 	loop->e[i] = (struct loop_entry){
 		.kind = L_SUB, .ctx = ctx, .sub = sub, .cb = *cb
 	};
-	return 0;
+	return added(loop);
 }
 
 int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
@@ -156,7 +169,7 @@ int crs_loop_add_pub(crs_loop *loop, crs_pub *pub, crs_pub_ready_fn on_ready,
 					  .announce = 1,
 					  .serve = 1,
 					  .armed_gen = UINT32_MAX };
-	return 0;
+	return added(loop);
 }
 
 int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
@@ -170,7 +183,7 @@ int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
 	loop->e[i] = (struct loop_entry){
 		.kind = L_FD, .ctx = ctx, .fd = fd, .events = events, .fd_cb = cb
 	};
-	return 0;
+	return added(loop);
 }
 
 static int remove_at(struct crs_loop *loop, int i)
@@ -309,9 +322,10 @@ static int loop_announce(void *ctx, struct ipc_waitset *ws)
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
 		uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
-		if (e->kind == L_SUB)
+		if (e->kind == L_SUB) {
+			e->sub_gen = e->sub->stream_gen;
 			how |= sub_announce(e->sub, ws, base);
-		else if (e->kind == L_PUB)
+		} else if (e->kind == L_PUB)
 			how |= pub_announce(e->pub, ws, base, e->seen_progress,
 					    &e->armed_gen);
 		else if (e->kind == L_FD &&
@@ -342,7 +356,10 @@ static int have_work(void *ctx)
 	struct crs_loop *loop = ctx;
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
-		if ((e->kind == L_SUB && sub_has_work(e->sub)) ||
+		/* A subscription that left its stream here (following)
+		 * must not be slept on: its words are unmapped. */
+		if ((e->kind == L_SUB && (sub_has_work(e->sub) ||
+					  e->sub_gen != e->sub->stream_gen)) ||
 		    (e->kind == L_PUB && (e->serve || pub_changed(e))) ||
 		    (e->kind == L_FD && e->revents))
 			return 1;
@@ -371,12 +388,17 @@ static void note_fired(struct crs_loop *loop, int n)
 }
 
 /* Subscribers of a registered publisher changed since its waits were
- * armed (outside the loop, too): their words may be unmapped. Disarm
- * them before anything waits or looks at armed words. */
+ * armed (outside the loop, too), or a subscription left its stream: the
+ * words may be unmapped. Disarm them before anything waits or looks at
+ * armed words. */
 static void forget_stale(struct crs_loop *loop)
 {
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
+		if (e->kind == L_SUB && e->sub_gen != e->sub->stream_gen) {
+			entry_forget(loop, i);
+			e->sub_gen = e->sub->stream_gen;
+		}
 		if (e->kind == L_PUB && e->armed_gen != e->pub->slot_gen) {
 			pub_forget_slots(loop->ws, (uint64_t)i * KEYS_PER_ENTRY);
 			e->armed_gen = UINT32_MAX;

@@ -397,39 +397,61 @@ static inline uint64_t claim_need(const struct crs_pub *pub, uint64_t frame,
 	return *pad + frame;
 }
 
-static inline uint64_t *header_at(const struct crs_pub *pub, uint64_t pos)
+static inline _Atomic uint64_t *header_at(const struct crs_pub *pub,
+					  uint64_t pos)
 {
-	return (uint64_t *)(pub->ring + (pos & pub->mask));
+	return (_Atomic uint64_t *)(pub->ring + (pos & pub->mask));
+}
+
+/* Size of the frame whose header says len_flags. */
+static inline uint64_t frame_bytes(uint32_t len_flags)
+{
+	return len_flags & CRS_FRAME_PAD
+		       ? (len_flags & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER
+		       : crs_frame_size(len_flags);
 }
 
 static inline void put_header(const struct crs_pub *pub, uint64_t pos,
 			      uint32_t len_flags)
 {
 	/* Zero the next header slot first, then publish this one: pairs
-	 * with the acquire load of the header in sub_next(). */
-	uint64_t frame = len_flags & CRS_FRAME_PAD
-				 ? (len_flags & CRS_FRAME_LEN_MASK) +
-					   CRS_FRAME_HEADER
-				 : crs_frame_size(len_flags);
-	crs_store_relaxed((_Atomic uint64_t *)header_at(pub, pos + frame), 0);
-	crs_store_release((_Atomic uint64_t *)header_at(pub, pos),
+	 * with the acquire load of the header in sub_peek() and
+	 * sub_next_slow(). A reader goes by headers alone, so this
+	 * release store is the whole commit. */
+	crs_store_relaxed(header_at(pub, pos + frame_bytes(len_flags)), 0);
+	crs_store_release(header_at(pub, pos),
 			  crs_frame_word(pos, len_flags));
 }
 
-int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
+/* The figures inspectors read (crs_stream_info): kept in the handle by
+ * every commit and stored here only every PUB_SERVE_EVERY commits, at
+ * each serve and at a flush, so the data path stores no shared line per
+ * message. Nobody steers by them (readers go by frame headers). */
+void pub_mirror(struct crs_pub *pub)
 {
-	if (__builtin_expect(pub->claimed || pub->state != PUB_CONNECTED, 0))
+	struct crs_pub_stats *st = &pub->hdr->stats;
+	crs_store_relaxed(&st->position, pub->more ? pub->more_pos : pub->pos);
+	crs_store_relaxed(&st->published, pub->seq - pub->more_count);
+	crs_store_relaxed(&st->bytes, pub->bytes - pub->more_bytes);
+}
+
+/* crs_pub_claim's slow path: not connected, a claim open, too long, no
+ * demand or room in the cached limits, padding needed, or replay mode. */
+static __attribute__((noinline, cold)) int
+claim_slow(struct crs_pub *pub, size_t len, void **buf)
+{
+	if (pub->claimed || pub->state != PUB_CONNECTED)
 		return pub->claimed			   ? -EALREADY
 		       : pub->state == PUB_TERMINATED ? -ESHUTDOWN
 						      : -ENOTCONN;
-	if (__builtin_expect(len > pub->max_message, 0))
+	if (len > pub->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;
 	uint64_t need = claim_need(pub, crs_frame_size(len), &pad);
-	if (__builtin_expect(pub->seq >= pub->credit_limit ||
-				     pub->pos + need + CRS_FRAME_HEADER >
-					     pub->room_limit,
-			     0)) {
+	if (pub_check(pub, need)) {
+		/* Refused: what we deferred must go out first, or the
+		 * demand and room we wait for could never come back. */
+		crs_pub_flush(pub);
 		int err = pub_refresh(pub, need);
 		if (err) {
 			_Atomic uint64_t *n = err == -CRS_ENODEMAND
@@ -448,19 +470,38 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 					end - pub->ring_size);
 	}
 	if (pad) {
+		/* The padding counts as committed even if this claim is then
+		 * aborted: readers step over it by its header alone. */
 		put_header(pub, pub->pos,
 			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
 		pub->pos += pad;
-		/* The padding counts as committed even if this claim is then
-		 * aborted: readers must be able to step over it. After the
-		 * padding header: pairs with the acquire load of position in
-		 * sub_next(). */
-		crs_store_release(&pub->hdr->stats.position, pub->pos);
 	}
 	pub->claim_pos = pub->pos;
 	pub->claim_len = len;
 	pub->claimed = 1;
 	*buf = pub->ring + (pub->pos & pub->mask) + CRS_FRAME_HEADER;
+	return 0;
+}
+
+int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
+{
+	uint64_t frame = crs_frame_size(len);
+	uint64_t off = pub->pos & pub->mask;
+	/* Everything unusual in one test: the cached limits say whether
+	 * demand and room allow it (pub_recompute refreshes them). */
+	if (__builtin_expect(pub->claimed || pub->state != PUB_CONNECTED ||
+				     len > pub->max_message ||
+				     pub->seq >= pub->credit_limit ||
+				     pub->pos + frame + CRS_FRAME_HEADER >
+					     pub->room_limit ||
+				     off + frame > pub->ring_size ||
+				     pub->mode == CRS_MODE_REPLAY,
+			     0))
+		return claim_slow(pub, len, buf);
+	pub->claim_pos = pub->pos;
+	pub->claim_len = len;
+	pub->claimed = 1;
+	*buf = pub->ring + off + CRS_FRAME_HEADER;
 	return 0;
 }
 
@@ -477,11 +518,13 @@ void pub_wake_all(struct crs_pub *pub)
 }
 
 /* Subscriber k of the active list announced that it sleeps on the
- * current signal: is a wake due? Not if its park word made us wake
- * before and it has consumed nothing since. An honest subscriber that
- * was woken consumes (and publishes that, at its release or in
- * sub_idle, before it parks again) or has nothing it may read (no
- * demand, its epoch ended): then only its own request (after which it
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
  * looks again itself) or a terminal signal (which wakes everyone
  * unconditionally) can give it work. A park word rewritten at every
  * commit by a hostile peer thus costs one wake, not one per commit. */
@@ -491,9 +534,10 @@ static int wake_due(struct crs_pub *pub, int k)
 	/* Orders the load of the park word before the load of consumed:
 	 * pairs with the full fence in sub_publish(), which comes after
 	 * its store of consumed and before a later announcement. */
-	atomic_thread_fence(memory_order_acquire);
+	crs_fence_acquire();
 	uint64_t cons = crs_load_relaxed(&s->ctl->consumed);
-	if (s->woke_gen == pub->slot_gen && s->woke_consumed == cons)
+	if (cons >= pub->pos ||
+	    (s->woke_gen == pub->slot_gen && s->woke_consumed == cons))
 		return 0;
 	s->woke_gen = pub->slot_gen;
 	s->woke_consumed = cons;
@@ -503,8 +547,8 @@ static int wake_due(struct crs_pub *pub, int k)
 /* After a commit: wake subscribers parked on the current signal value. */
 static inline void wake_if_parked(struct crs_pub *pub)
 {
-	/* Orders the header and position stores of the commit before the
-	 * loads of the park words: pairs with the fence (or membarrier) in
+	/* Orders the header store of the commit before the loads of the
+	 * park words: pairs with the fence (or membarrier) in
 	 * park_begin() after sub_announce(). */
 	park_waker_fence(pub->fences);
 	for (int i = 0; i < pub->nparked; i++) {
@@ -517,32 +561,87 @@ static inline void wake_if_parked(struct crs_pub *pub)
 	}
 }
 
-int crs_pub_commit(crs_pub *pub, size_t len)
+/* Every PUB_SERVE_EVERY commits: mirror the figures, and serve if due.
+ * Busy publishers look at the clock every PUB_SERVE_EVERY commits; slow
+ * ones (a millisecond or more between looks) at every commit, so
+ * newcomers never wait for 16 more. */
+static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
+{
+	pub_mirror(pub);
+	int64_t last = pub->next_serve_ns;
+	int64_t now = serve_if_due(pub);
+	pub->until_serve = now < last ? PUB_SERVE_EVERY : 1;
+}
+
+/* Retention marks (replay with an age bound) and deferred frames. */
+static __attribute__((noinline, cold)) void commit_note(struct crs_pub *pub)
+{
+	if (pub->retain.marks)
+		crs_retain_note(&pub->retain, pub->seq - 1, pub_now(pub));
+	if (pub->more)
+		crs_pub_flush(pub);
+}
+
+static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 {
 	if (__builtin_expect(!pub->claimed || len > pub->claim_len, 0))
 		return -EINVAL;
-	put_header(pub, pub->claim_pos, (uint32_t)len);
-	pub->pos = pub->claim_pos + crs_frame_size(len);
+	uint64_t pos = pub->claim_pos;
+	if (more && !pub->more) {
+		/* The first deferred frame: its header is stored last, at
+		 * the flush; readers stop at it until then, also at the
+		 * frames behind it whose headers are stored now. */
+		pub->more = 1;
+		pub->more_pos = pos;
+		pub->more_word = crs_frame_word(pos, (uint32_t)len);
+		crs_store_relaxed(header_at(pub, pos + crs_frame_size(len)), 0);
+	} else {
+		put_header(pub, pos, (uint32_t)len);
+	}
+	pub->pos = pos + crs_frame_size(len);
 	pub->claimed = 0;
-	if (pub->retain.marks)
-		crs_retain_note(&pub->retain, pub->seq, pub_now(pub));
 	pub->seq++;
 	pub->bytes += len;
-	struct crs_pub_stats *st = &pub->hdr->stats;
-	/* After the header: pairs with the acquire load in sub_next(). */
-	crs_store_release(&st->position, pub->pos);
-	crs_store_relaxed(&st->published, pub->seq);
-	crs_store_relaxed(&st->bytes, pub->bytes);
-	wake_if_parked(pub);
-	if (__builtin_expect(--pub->until_serve == 0, 0)) {
-		/* Busy publishers look at the clock every PUB_SERVE_EVERY
-		 * commits; slow ones (a millisecond or more between looks)
-		 * at every commit, so newcomers never wait for 16 more. */
-		int64_t last = pub->next_serve_ns;
-		int64_t now = serve_if_due(pub);
-		pub->until_serve = now < last ? PUB_SERVE_EVERY : 1;
+	if (more) {
+		pub->more_count++;
+		pub->more_bytes += len;
+		return 0;
 	}
+	if (__builtin_expect(pub->retain.marks != NULL || pub->more, 0))
+		commit_note(pub);
+	wake_if_parked(pub);
+	if (__builtin_expect(--pub->until_serve == 0, 0))
+		commit_tick(pub);
 	return 0;
+}
+
+int crs_pub_commit(crs_pub *pub, size_t len)
+{
+	return pub_commit(pub, len, 0);
+}
+
+int crs_pub_commit_more(crs_pub *pub, size_t len)
+{
+	/* Replay mode walks its own headers to keep retention: no frame
+	 * may stay without one there. */
+	return pub_commit(pub, len, pub->mode != CRS_MODE_REPLAY);
+}
+
+int crs_pub_flush(crs_pub *pub)
+{
+	if (!pub->more)
+		return 0;
+	/* After the headers of every frame behind it: pairs with the
+	 * acquire load of the header in sub_peek() and sub_next_slow(). */
+	crs_store_release(header_at(pub, pub->more_pos), pub->more_word);
+	pub->more = 0;
+	uint64_t n = pub->more_count;
+	pub->more_count = pub->more_bytes = 0;
+	wake_if_parked(pub);
+	pub_mirror(pub);
+	if (--pub->until_serve == 0)
+		commit_tick(pub);
+	return (int)(n < INT32_MAX ? n : INT32_MAX);
 }
 
 void crs_pub_abort(crs_pub *pub)
@@ -570,6 +669,7 @@ static void count_drop(struct crs_pub *pub)
 /* LATEST: send the kept message if there is demand and room now. */
 void pub_flush_latest(struct crs_pub *pub)
 {
+	crs_pub_flush(pub); /* deferred frames first, then the kept one */
 	if (pub->latest_held &&
 	    publish_copy(pub, pub->latest, pub->latest_len) == 0)
 		pub->latest_held = 0;

@@ -76,6 +76,11 @@ struct crs_pub {
 	uint64_t claim_pos;
 	uint64_t claim_len;
 	int claimed;
+	int more;		/* deferred frames wait for crs_pub_flush */
+	uint64_t more_pos;	/* the first one: its header is stored last */
+	uint64_t more_word;	/* and is this */
+	uint64_t more_count;	/* deferred messages and their bytes */
+	uint64_t more_bytes;
 	int state; /* enum pub_state */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
@@ -149,6 +154,9 @@ int64_t pub_now(const struct crs_pub *pub);
 /* Give everyone without a terminal record EPIPE (crs_pub_close). */
 void pub_close_epochs(struct crs_pub *pub);
 
+/* pub.c: store position and counters for inspectors (serve, flush and
+ * every PUB_SERVE_EVERY commits). */
+void pub_mirror(struct crs_pub *pub);
 /* pub.c: wake every parked subscriber. */
 void pub_wake_all(struct crs_pub *pub);
 /* pub.c: LATEST overflow: publish the kept message if possible now. */

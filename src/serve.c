@@ -489,6 +489,7 @@ static void mirror_stats(struct crs_pub *pub, int64_t now)
 				  crs_load_relaxed(&s->ctl->wakeups));
 	}
 	crs_store_relaxed(&pub->hdr->stats.served_ns, (uint64_t)now);
+	pub_mirror(pub);
 	if (pub->mode == CRS_MODE_REPLAY) {
 		struct crs_pub_stats *ps = &pub->hdr->stats;
 		int64_t clock = pub_now(pub);

@@ -38,6 +38,8 @@
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
 #define PUBLISH_EVERY 256
+/* Messages crs_sub_dispatch takes (and releases) at once. */
+#define DISPATCH_BATCH 64
 
 
 void crs_sub_opts_init(struct crs_sub_opts *o)
@@ -115,17 +117,55 @@ static void sub_note_stop(struct crs_sub *sub)
 	}
 }
 
+static inline const _Atomic uint64_t *sub_header(const struct crs_sub *sub,
+						 uint64_t pos)
+{
+	return (const _Atomic uint64_t *)(sub->ring + (pos & sub->mask));
+}
+
 /* Is a frame committed at pos? (The tag check alone decides: a word
  * that a dying publisher left half-written never matches.) */
 static int frame_committed(const struct crs_sub *sub)
 {
 	uint64_t len;
-	const _Atomic uint64_t *h =
-		(const _Atomic uint64_t *)(sub->ring +
-					   (sub->pos & (sub->ring_size - 1)));
 	/* Pairs with the release store in put_header(). */
-	return crs_frame_check(crs_load_acquire(h), sub->pos, sub->ring_size,
-			       sub->max_message, &len) != CRS_FRAME_NONE;
+	return crs_frame_check(crs_load_acquire(sub_header(sub, sub->pos)),
+			       sub->pos, sub->ring_size, sub->max_message,
+			       &len) != CRS_FRAME_NONE;
+}
+
+/* The hot test of the frame at pos: 1 with its length if it is a
+ * committed message that lies inside the ring and within max_message,
+ * and no terminal record of ours is out; 0 for anything else (nothing
+ * yet, padding, a record to look at, a corrupt header), which
+ * sub_next_slow() sorts out with crs_frame_check(). A reader goes by
+ * headers alone: the publisher zeroes a header slot before it publishes
+ * the frame in front of it, so a slot we reach holds 0 or its frame. */
+static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
+			   uint64_t *len)
+{
+	/* Pairs with the release store in put_header() (crs_pub_flush()
+	 * for the first frame of a batch). */
+	uint64_t word = crs_load_acquire(sub_header(sub, pos));
+	if ((uint32_t)(word >> 32) != crs_frame_tag(pos))
+		return 0;
+	/* After that acquire: a terminal record the publisher wrote before
+	 * this frame (an epoch ended here, the next one's frames follow;
+	 * or we were evicted) is visible now. One load of a line of ours
+	 * that the publisher writes once. */
+	if (__builtin_expect(crs_load_relaxed(&sub->ctl->term.state) !=
+				     CRS_TERM_NONE,
+			     0))
+		return 0;
+	/* A PAD flag makes it exceed max_message (at most ring/4). */
+	uint32_t n = (uint32_t)word;
+	if (__builtin_expect(n > sub->max_message ||
+				     (pos & sub->mask) + crs_frame_size(n) >
+					     sub->ring_size,
+			     0))
+		return 0;
+	*len = n;
+	return 1;
 }
 
 /* Step over committed padding frames at pos (they need no demand), but
@@ -134,13 +174,9 @@ static void skip_padding(struct crs_sub *sub)
 {
 	while (sub->pos < sub->stop_pos) {
 		uint64_t len;
-		const _Atomic uint64_t *h =
-			(const _Atomic uint64_t *)(sub->ring +
-						   (sub->pos &
-						    (sub->ring_size - 1)));
 		/* Pairs with the release store in put_header(). */
-		if (crs_frame_check(crs_load_acquire(h), sub->pos,
-				    sub->ring_size, sub->max_message,
+		if (crs_frame_check(crs_load_acquire(sub_header(sub, sub->pos)),
+				    sub->pos, sub->ring_size, sub->max_message,
 				    &len) != CRS_FRAME_PADDING)
 			return;
 		sub_note_stop(sub); /* after the acquire: see there */
@@ -195,78 +231,80 @@ static int sub_idle(struct crs_sub *sub)
 		sub_liveness(sub, now);
 	/* A dead publisher's committed messages stay readable in our
 	 * mapping: deliver them (as demand allows), then its terminal
-	 * record if it wrote one, and EPIPE only after that. */
+	 * record if it wrote one, and EPIPE only after that. Its headers
+	 * say what it committed: a frame it died writing has none. */
 	if (sub->pub_dead) {
 		sub_note_stop(sub);
 		if (sub->pos >= sub->stop_pos || !frame_committed(sub)) {
 			sub_end(sub, EPIPE, "publisher died");
 			return -CRS_EEND;
 		}
-		/* It may have died between a header and its position word:
-		 * from now on the headers alone say what is committed, up
-		 * to where our epoch stopped. */
-		sub->known_end = sub->stop_pos;
 	}
 	return 0;
 }
 
-/* One word says how far the publisher has committed (pairs with its
- * release store in crs_pub_commit()): a reader that has caught up
- * watches it instead of the ring line the publisher is writing, and
- * then reads whole batches behind it. */
-static inline void sub_refresh_end(struct crs_sub *sub)
-{
-	uint64_t end = crs_load_acquire(&sub->hdr->stats.position);
-	/* After that acquire, so that a record written before the next
-	 * epoch's frames is seen with them: never read past our own
-	 * epoch. */
-	sub_note_stop(sub);
-	sub->known_end = end < sub->stop_pos ? end : sub->stop_pos;
-}
-
-/* Find the next message at pos, skipping padding. Returns 1 with its
- * length, 0 if none yet (within demand), -CRS_EEND if the stream ended. */
 static int sub_cold(struct crs_sub *sub, uint64_t *len);
 static void sub_stop_opening(struct crs_sub *sub);
 
-static inline int sub_next(struct crs_sub *sub, uint64_t *len)
+/* sub_next's slow path: every case sub_peek() leaves out. */
+static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
+							 uint64_t *len)
 {
-	if (__builtin_expect(sub->cold, 0))
+	if (sub->cold)
 		return sub_cold(sub, len);
 	/* Evicted: the publisher no longer protects what we have not read,
 	 * so stop at once (a line only the publisher writes, once). */
-	if (__builtin_expect(sub->received >= sub->requested ||
-				     crs_load_relaxed(&sub->ctl->term.state) ==
-					     CRS_TERM_EVICTED,
-			     0))
+	if (sub->received >= sub->requested ||
+	    crs_load_relaxed(&sub->ctl->term.state) == CRS_TERM_EVICTED)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
-		if (sub->pos >= sub->known_end) {
-			sub_refresh_end(sub);
-			if (sub->pos >= sub->known_end)
-				return sub_idle(sub);
-		}
-		const _Atomic uint64_t *h =
-			(const _Atomic uint64_t *)(sub->ring +
-						   (sub->pos &
-						    (sub->ring_size - 1)));
+		if (sub->pos >= sub->stop_pos)
+			return sub_idle(sub);
 		/* Pairs with the release store in put_header(). */
-		uint64_t word = crs_load_acquire(h);
-		switch (crs_frame_check(word, sub->pos, sub->ring_size,
-					sub->max_message, len)) {
+		uint64_t word = crs_load_acquire(sub_header(sub, sub->pos));
+		enum crs_frame_kind k = crs_frame_check(word, sub->pos,
+							sub->ring_size,
+							sub->max_message, len);
+		if (k == CRS_FRAME_NONE)
+			return sub_idle(sub);
+		/* After the acquire, so that a record written before the
+		 * next epoch's frames is seen with them: never read past
+		 * our own epoch. */
+		sub_note_stop(sub);
+		if (sub->pos >= sub->stop_pos)
+			return sub_idle(sub);
+		switch (k) {
 		case CRS_FRAME_MESSAGE:
 			return 1;
 		case CRS_FRAME_PADDING:
 			sub->pos += *len;
 			continue;
-		case CRS_FRAME_NONE:
-			return sub_idle(sub);
 		default:
 			sub->follow = 0;
 			sub_end(sub, CRS_EPROTO, "corrupt frame in the ring");
 			return -CRS_EEND;
 		}
 	}
+}
+
+/* Find the next message at pos, skipping padding. Returns 1 with its
+ * length, 0 if none yet (within demand), -CRS_EEND if the stream ended
+ * (-CRS_EGAP: a new publisher to report). */
+static inline int sub_next(struct crs_sub *sub, uint64_t *len)
+{
+	if (__builtin_expect(!sub->cold && sub->received < sub->requested &&
+				     sub_peek(sub, sub->pos, len),
+			     1))
+		return 1;
+	return sub_next_slow(sub, len);
+}
+
+static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
+			    uint64_t len, uint64_t seq, struct crs_msg *msg)
+{
+	msg->data = sub->ring + (pos & sub->mask) + CRS_FRAME_HEADER;
+	msg->len = len;
+	msg->seq = seq;
 }
 
 static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
@@ -277,12 +315,9 @@ static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
-	msg->data = sub->ring + (sub->pos & (sub->ring_size - 1)) +
-		    CRS_FRAME_HEADER;
-	msg->len = len;
-	msg->seq = sub->seq;
+	sub_view(sub, sub->pos, len, sub->seq, msg);
 	sub->held = 1;
-	sub->held_frame = crs_frame_size(len);
+	sub->held_end = sub->pos + crs_frame_size(len);
 	return 1;
 }
 
@@ -306,39 +341,90 @@ int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 	return r;
 }
 
-/* Has this subscriber read everything committed so far? */
-static inline int sub_caught_up(struct crs_sub *sub)
+/* Up to max views (and, with max_bytes, no more payload than that
+ * unless the first message alone is larger), all held until the next
+ * release: the batch form of sub_poll. Stops early at padding, a
+ * record or anything unusual: the next call's sub_next() deals with it. */
+static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
+			   size_t max, size_t max_bytes)
 {
-	if (sub->pos < sub->known_end)
+	uint64_t len = 0;
+	if (sub->held)
+		crs_sub_release(sub);
+	if (max == 0)
 		return 0;
-	sub_refresh_end(sub);
-	return sub->pos >= sub->known_end;
+	int r = sub_next(sub, &len);
+	if (r != 1)
+		return r;
+	uint64_t left = sub->requested - sub->received; /* > 0 here */
+	if (max > left)
+		max = (size_t)left;
+	if (max > INT32_MAX)
+		max = INT32_MAX;
+	uint64_t pos = sub->pos, bytes = 0;
+	size_t n = 0;
+	for (;;) {
+		sub_view(sub, pos, len, sub->seq + n, &msgs[n]);
+		n++;
+		bytes += len;
+		pos += crs_frame_size(len);
+		if (n >= max || !sub_peek(sub, pos, &len) ||
+		    (max_bytes && bytes + len > max_bytes))
+			break;
+	}
+	sub->held = (uint32_t)n;
+	sub->held_end = pos;
+	return (int)n;
+}
+
+int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
+		 size_t max_bytes)
+{
+	int r = sub_take(sub, msgs, max, max_bytes);
+	if (__builtin_expect(r < 0, 0))
+		sub_told(sub, r);
+	return r;
+}
+
+/* crs_sub_release's slow path: replenish a prefetch if due, and publish
+ * consumed position and demand. */
+static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
+{
+	if (sub->since_request >= sub->replenish) {
+		sub->requested = crs_credit_add(sub->requested,
+						sub->since_request);
+		sub->since_request = 0;
+	}
+	sub_publish(sub);
 }
 
 void crs_sub_release(crs_sub *sub)
 {
-	if (!sub->held)
+	uint32_t n = sub->held;
+	if (!n)
 		return;
 	sub->held = 0;
-	sub->pos += sub->held_frame;
-	sub->seq++;
-	sub->received++;
-	if (sub->prefetch && ++sub->since_request >= sub->replenish) {
-		sub->requested = crs_credit_add(sub->requested,
-						sub->since_request);
-		sub->since_request = 0;
-		sub_publish(sub);
-	} else if (sub->pos - sub->published_pos >= sub->publish_step ||
-		   ++sub->since_publish >= PUBLISH_EVERY ||
-		   sub_caught_up(sub) ||
-		   crs_load_relaxed(&sub->hdr->signal.progress_wanted) !=
-			   sub->wanted_seen) {
-		/* Batched, but never hidden: at the end of what was
-		 * published (the publisher may be waiting for just that,
-		 * crs_pub_wait_consumed), and at the first release after
-		 * the publisher asked (pub_want_progress). */
-		sub_publish(sub);
-	}
+	sub->pos = sub->held_end;
+	sub->seq += n;
+	sub->received += n;
+	sub->since_publish += n;
+	if (sub->prefetch)
+		sub->since_request += n;
+	uint64_t len;
+	/* Batched, but never hidden: at the end of what was published (the
+	 * publisher may be waiting for just that, crs_pub_wait_consumed:
+	 * no frame we may read follows), and at the first release after
+	 * the publisher asked (pub_want_progress). */
+	if (__builtin_expect(sub->since_request >= sub->replenish ||
+				     sub->pos - sub->published_pos >=
+					     sub->publish_step ||
+				     sub->since_publish >= PUBLISH_EVERY ||
+				     !sub_peek(sub, sub->pos, &len) ||
+				     crs_load_relaxed(
+					     &sub->hdr->signal.progress_wanted) !=
+					     sub->wanted_seen,
+			     0))
+		release_publish(sub);
 }
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
@@ -434,14 +520,19 @@ void sub_hangup(struct crs_sub *sub)
 }
 
 /* crs_sub_wait's hooks: park.h over this one subscription. */
-static int wait_announce(void *sub, struct ipc_waitset *ws)
+static int wait_announce(void *ctx, struct ipc_waitset *ws)
 {
+	struct crs_sub *sub = ctx;
+	sub->wait_gen = sub->stream_gen;
 	return sub_announce(sub, ws, 0);
 }
 
-static int wait_has_work(void *sub)
+/* The re-check may leave the stream (following): then what was armed
+ * is gone, so look again instead of sleeping on it. */
+static int wait_has_work(void *ctx)
 {
-	return sub_has_work(sub);
+	struct crs_sub *sub = ctx;
+	return sub_has_work(sub) || sub->wait_gen != sub->stream_gen;
 }
 
 static void wait_withdraw(void *sub)
@@ -487,10 +578,11 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max)
 {
-	struct crs_msg msg;
-	int n = 0;
-	while ((size_t)n < max) {
-		int r = sub_poll(sub, &msg);
+	struct crs_msg batch[DISPATCH_BATCH];
+	size_t n = 0;
+	while (n < max) {
+		size_t want = max - n < DISPATCH_BATCH ? max - n : DISPATCH_BATCH;
+		int r = sub_take(sub, batch, want, 0);
 		if (r == 0)
 			break;
 		if (r < 0 && n > 0)
@@ -514,12 +606,19 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 			}
 			return -CRS_EEND;
 		}
-		if (cb->on_next)
-			cb->on_next(ctx, &msg);
+		/* One batch, released together: one consumed-position store
+		 * and one demand update for all of it. Nothing more after a
+		 * cancel made inside on_next. */
+		for (int i = 0; i < r; i++) {
+			if (cb->on_next)
+				cb->on_next(ctx, &batch[i]);
+			n++;
+			if (sub->cancelled)
+				return n > INT32_MAX ? INT32_MAX : (int)n;
+		}
 		crs_sub_release(sub);
-		n++;
 	}
-	return n;
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 const struct crs_end *crs_sub_end(const crs_sub *sub)
@@ -546,8 +645,10 @@ uint64_t crs_sub_stream_id(const crs_sub *sub)
 
 static void sub_stop_opening(struct crs_sub *sub)
 {
-	if (sub->opening)
+	if (sub->opening) {
 		crs_opener_stop(&sub->op);
+		sub->stream_gen++; /* its fds are closed */
+	}
 	sub->opening = 0;
 }
 
@@ -563,11 +664,12 @@ static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
 	sub->ctl = sub->at.ctl;
 	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
 	sub->ring_size = h->ring_size;
+	sub->mask = h->ring_size - 1;
 	sub->max_message = h->max_message;
 	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
 	sub->stop_pos = UINT64_MAX;
-	sub->known_end = 0;
+	sub->held = 0;
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring_size / 4;
 	sub->sock = sub->at.sock;
@@ -619,6 +721,7 @@ static void sub_follow(struct crs_sub *sub)
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
 	crs_detach(&sub->at);
+	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;
 	sub->ctl = NULL;
 	sub->ring = NULL;
@@ -682,7 +785,8 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->follow = o.follow != 0;
 	sub->spin_ns = crs_spin_ns(o.spin_us);
 	sub->prefetch = o.prefetch;
-	sub->replenish = crs_credit_replenish(o.prefetch);
+	sub->replenish = o.prefetch ? crs_credit_replenish(o.prefetch)
+				    : UINT64_MAX;
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
 	err = ipc_waitset_new(&sub->ws);

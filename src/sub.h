@@ -17,19 +17,18 @@ struct crs_sub {
 	/* Hot: poll and release. */
 	const uint8_t *ring;
 	uint64_t ring_size;
+	uint64_t mask; /* ring_size - 1 */
 	uint32_t max_message;
-	int held;
-	uint64_t pos;
-	uint64_t known_end; /* publisher's position as last read, capped
-			       at stop_pos */
-	uint64_t stop_pos;  /* where our epoch ended (our terminal record's
-			       position); UINT64_MAX until we saw one */
+	uint32_t held;	   /* messages handed out by the last poll or take */
+	uint64_t pos;	   /* the first of them, or the next to read */
+	uint64_t held_end; /* where reading goes on once they are released */
+	uint64_t stop_pos; /* where our epoch ended (our terminal record's
+			      position); UINT64_MAX until we saw one */
 	uint64_t seq;
-	uint64_t held_frame;
 	uint64_t requested; /* total, saturating */
 	uint64_t received;
 	uint32_t prefetch;
-	uint32_t replenish;
+	uint64_t replenish; /* request again after this many (prefetch) */
 	uint64_t since_request;
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
@@ -62,6 +61,11 @@ struct crs_sub {
 	uint64_t received_before;
 	struct crs_opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
+	/* Bumped when what a waitset may be armed on goes away (the old
+	 * stream's mapping, the opener's fds): waits armed before must be
+	 * forgotten, not slept on (loop.c, wait_has_work). */
+	uint32_t stream_gen;
+	uint32_t wait_gen; /* stream_gen when crs_sub_wait last armed */
 };
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within

@@ -279,14 +279,13 @@ static void test_idle_poll(void **state)
 
 /* The loop inside someone else's epoll: sleep in epoll_wait on
  * crs_loop_fd(), then run the loop without blocking. */
-static void test_epoll_embedding(void **state)
+static void epoll_embedding(int no_uring)
 {
-	(void)state;
 	struct pub_args a = { .count = 2000 };
 	struct stream_state st = { 0 };
 	tu_name(a.name, sizeof(a.name), "epoll");
-	pid_t pid = tu_spawn(publisher, &a, NULL, 60);
-	crs_loop *loop = new_loop(0);
+	pid_t pid = tu_spawn_engine(publisher, &a, NULL, 60, no_uring);
+	crs_loop *loop = new_loop(no_uring);
 	crs_sub *sub;
 	assert_int_equal(tu_sub_open(a.name, 64, &sub), 0);
 	assert_int_equal(crs_loop_add_sub(loop, sub, &callbacks, &st), 0);
@@ -319,6 +318,19 @@ static void test_epoll_embedding(void **state)
 	assert_int_equal(tu_wait_child(pid, 20000), 0);
 	close(ep);
 	crs_loop_free(loop);
+}
+
+static void test_epoll_embedding(void **state)
+{
+	(void)state;
+	epoll_embedding(0);
+}
+
+/* The fallback engine's fd: an eventfd its watcher thread signals. */
+static void test_epoll_embedding_poll(void **state)
+{
+	(void)state;
+	epoll_embedding(1);
 }
 
 /* A publisher driven by the loop: on_ready publishes what demand allows;
@@ -485,6 +497,7 @@ int main(void)
 		TU_TEST(test_idle),
 		TU_TEST(test_idle_poll),
 		TU_TEST(test_epoll_embedding),
+		TU_TEST(test_epoll_embedding_poll),
 		TU_TEST(test_publisher_in_loop),
 		TU_TEST(test_publisher_in_loop_poll),
 		TU_TEST(test_slot_reuse),

@@ -55,6 +55,7 @@ struct pull {
 struct in {
 	const struct bridge_opts *o;
 	struct bridge_nats n;
+	int nats_open;
 	crs_pub *pub;
 	crs_loop *loop;
 	int timer_fd;
@@ -551,7 +552,10 @@ int bridge_in(const struct bridge_opts *o)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	if (state_open(b) || bridge_nats_open(&b->n, o) || consumer_setup(b))
+	if (state_open(b))
+		goto out;
+	b->nats_open = 1; /* also after a failure: close cleans up */
+	if (bridge_nats_open(&b->n, o) || consumer_setup(b))
 		goto out;
 	int err = crs_pub_create(o->stream, &o->pub, &b->pub);
 	if (err) {
@@ -599,7 +603,7 @@ out:
 	for (size_t i = 0; i < b->q_len; i++)
 		natsMsg_Destroy(b->q[(b->q_head + i) % b->q_cap]);
 	free(b->q);
-	if (b->n.nc || b->n.efd)
+	if (b->nats_open)
 		bridge_nats_close(&b->n);
 	if (b->st)
 		munmap(b->st, sizeof(*b->st));

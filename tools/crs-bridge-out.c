@@ -41,6 +41,7 @@ struct entry {
 struct out {
 	const struct bridge_opts *o;
 	struct bridge_nats n;
+	int nats_open;
 	crs_sub *sub;
 	crs_loop *loop;
 	crs_inspector *insp;
@@ -266,8 +267,7 @@ static void resync(struct out *b)
 			continue;
 		}
 		if (e->acked)
-			continue; /* acked, then lost by the server? no: the
-				     stream's last is past it */
+			continue; /* stored: others published after it */
 		natsMsg *old = e->msg;
 		e->msg = make_msg(b, e->seq, natsMsg_GetData(old),
 				  natsMsg_GetDataLength(old), e->end);
@@ -451,7 +451,10 @@ int bridge_out(const struct bridge_opts *o)
 	b->sid = crs_sub_stream_id(b->sub);
 	if (crs_inspect_open(o->stream, &b->insp))
 		b->insp = NULL; /* lag stays 0 */
-	if (!b->win || bridge_nats_open(&b->n, o))
+	if (!b->win)
+		goto out;
+	b->nats_open = 1; /* also after a failure: close cleans up */
+	if (bridge_nats_open(&b->n, o))
 		goto out;
 	b->heard_ns = bridge_now_ns();
 	resync(b); /* where an earlier run left off */
@@ -507,7 +510,7 @@ out:
 		close(b->timer_fd);
 	for (uint32_t i = 0; b->win && i < b->len; i++)
 		natsMsg_Destroy(at(b, i)->msg);
-	if (b->n.nc || b->n.efd)
+	if (b->nats_open)
 		bridge_nats_close(&b->n);
 	if (b->insp)
 		crs_inspect_close(b->insp);

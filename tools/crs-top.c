@@ -52,6 +52,7 @@
 #define ANSWER_NS 250000000LL	/* a handshake slower than this: no answer */
 #define FIRST_DRAW_NS 150000000LL /* the first screen waits this long at most */
 #define COLLECT_MS 20		/* look for finished handshakes this often */
+#define ERR_BYTES 160		/* an error's words, as shown */
 #define RETRY_NS 2000000000LL	/* re-try a failed handshake this much later, */
 #define RETRY_MAX_NS 32000000000LL /* doubling up to this */
 #define NS_PER_S 1000000000.0
@@ -161,6 +162,7 @@ struct open_job {
 	char name[CRS_NAME_MAX + 1];
 	_Atomic int state;
 	int err;	  /* written before state becomes JOB_DONE */
+	char why[ERR_BYTES]; /* crs_errmsg() of the thread, on an error */
 	crs_inspector *in;
 	int64_t started_ns;
 };
@@ -173,6 +175,7 @@ struct top_stream {
 	ino_t ino;
 	int state;		/* enum crs_stream_state, or TOP_* */
 	int err;		/* why it could not be inspected, or 0 */
+	char why[ERR_BYTES];	/* the library's words for err, or "" */
 	int have;		/* info and subs hold a snapshot */
 	struct crs_stream_info info;
 	double msg_rate;	/* messages/s over the interval; < 0 unknown */
@@ -292,6 +295,8 @@ static void *open_worker(void *arg)
 {
 	struct open_job *job = arg;
 	job->err = crs_inspect_open(job->name, &job->in);
+	if (job->err) /* thread-local: keep the words for the sampler */
+		snprintf(job->why, sizeof(job->why), "%s", crs_errmsg());
 	if (atomic_exchange(&job->state, JOB_DONE) == JOB_ABANDONED) {
 		if (!job->err)
 			crs_inspect_close(job->in);
@@ -545,6 +550,8 @@ static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
 			/* No thread: open here, as a last resort. */
 			crs_inspector *in;
 			int err = crs_inspect_open(s->name, &in);
+			snprintf(s->why, sizeof(s->why), "%s",
+				 err ? crs_errmsg() : "");
 			if (err)
 				return stream_open_failed(t, s, err, now);
 			stream_attach(t, s, in);
@@ -561,6 +568,7 @@ static int stream_open(struct top_set *t, struct top_stream *s, int64_t now)
 	}
 	int err = job->err;
 	crs_inspector *in = job->in;
+	snprintf(s->why, sizeof(s->why), "%s", job->why);
 	s->job = NULL;
 	free(job);
 	if (err && s->in)
@@ -980,6 +988,19 @@ static const struct col sub_cols[UC_N] = {
 	[UC_HOLD] = { "HOLDING", 1, 0, 0 },
 };
 
+/* Why a stream cannot be read, in words, or NULL: the library's account
+ * of the failure, or for a handshake still waiting, our own deadline. */
+static const char *stream_why(const struct top_stream *s)
+{
+	if (s->err)
+		return s->why[0] && strcmp(s->why, "no error") ? s->why
+							       : crs_strerror(s->err);
+	if (s->state == TOP_NO_ANSWER)
+		return "the publisher did not answer within 0.25 s (timed "
+		       "out waiting; stopped?)";
+	return NULL;
+}
+
 /* What the STATE column says: for a live stream what it did over the
  * interval, else how it ended or why it cannot be read. */
 static const char *stream_state_text(const struct top_stream *s)
@@ -1034,9 +1055,9 @@ static void stream_line(const struct table *tb, const struct top_set *t, int r,
 {
 	table_line(tb, r, buf, size);
 	size_t len = strlen(buf);
-	if (r >= 0 && t->v[r]->err && len + 3 < size)
-		snprintf(buf + len, size - len, "  %s",
-			 crs_strerror(t->v[r]->err));
+	const char *why = r >= 0 ? stream_why(t->v[r]) : NULL;
+	if (why && len + 3 < size)
+		snprintf(buf + len, size - len, "  %s", why);
 }
 
 static void sub_cells(struct table *tb, int row, const struct top_sub *d,
@@ -1186,8 +1207,8 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	json_str(f, s->name);
 	fprintf(f, ",\"state\":\"%s\",\"gone\":%s,\"error\":",
 		state_name(s->state), s->gone ? "true" : "false");
-	if (s->err)
-		json_str(f, crs_strerror(s->err));
+	if (stream_why(s))
+		json_str(f, stream_why(s));
 	else
 		fputs("null", f);
 	if (!s->have) {
@@ -1455,7 +1476,8 @@ static void draw_subs(struct tui *u, const struct top_set *t)
 	const struct crs_stream_info *i = &s->info;
 	if (!s->have) {
 		put_line(1, A_NORMAL, "state %s%s%s", state_name(s->state),
-			 s->err ? ": " : "", s->err ? crs_strerror(s->err) : "");
+			 stream_why(s) ? ": " : "",
+			 stream_why(s) ? stream_why(s) : "");
 		put_line(3, A_NORMAL, "no statistics; Esc to go back");
 		return;
 	}

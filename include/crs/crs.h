@@ -304,6 +304,24 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf);
  * length). Returns 0, -EINVAL (no claim, or len too long). */
 int crs_pub_commit(crs_pub *pub, size_t len);
 
+/* Batch publishing: as crs_pub_commit, but the message is not visible
+ * to subscribers (and wakes nobody) until crs_pub_flush(): the frames
+ * of a batch then appear at once, with one release store and one look
+ * for sleeping subscribers, so readers do not chase the writer frame by
+ * frame. Claims go on meanwhile; a claim refused for demand or room,
+ * crs_pub_commit, crs_pub_offer, crs_pub_poll, the waits, a loop round
+ * and the end of the epoch (complete, error, disconnect, close) flush
+ * first. Deferred messages count as published for demand and sequence
+ * numbers; a publisher that dies before flushing never delivers them.
+ * In CRS_MODE_REPLAY this is crs_pub_commit. Returns as crs_pub_commit.
+ * Not thread-safe (like every call on one publisher). */
+int crs_pub_commit_more(crs_pub *pub, size_t len);
+
+/* Make every message committed with crs_pub_commit_more visible, and
+ * wake subscribers sleeping for them. Returns how many it published
+ * (0: none was deferred). */
+int crs_pub_flush(crs_pub *pub);
+
 /* Drop the open claim, publishing nothing. */
 void crs_pub_abort(crs_pub *pub);
 
@@ -367,8 +385,9 @@ int crs_pub_error(crs_pub *pub, int code, const char *message);
 
 /* Wait until every active subscriber has consumed everything published
  * (or left). Returns 0 or -ETIMEDOUT. A message counts as consumed once
- * released (crs_sub_release, the next crs_sub_poll, or the return of its
- * on_next), read or not; one held or not yet polled is not. A subscriber
+ * released (crs_sub_release, the next crs_sub_poll or crs_sub_take, or
+ * in crs_sub_dispatch the return of the last on_next of its batch), read
+ * or not; one held or not yet polled is not. A subscriber
  * that released the last published message is seen at once, even if it
  * makes no further call. */
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms);
@@ -408,9 +427,23 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
  * already have been overwritten. */
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg);
 
-/* Release the message returned by the last poll, so that its space can
- * be reused. With a prefetch, this also replenishes demand. */
+/* Release the message returned by the last poll (or every message of
+ * the last crs_sub_take), so that its space can be reused. With a
+ * prefetch, this also replenishes demand. */
 void crs_sub_release(crs_sub *sub);
+
+/* Batch form of crs_sub_poll: up to max messages in one call, into
+ * msgs[0..n), and, with max_bytes > 0, no more than max_bytes of payload
+ * (the first message is taken whatever its size). They stay held (the
+ * views valid) until crs_sub_release(), which releases them all with
+ * one consumed-position store and one demand update, or the next poll
+ * or take, which releases them first. A batch stops early at the end of
+ * what is committed, of demand, or of the ring (padding): the next call
+ * goes on. Returns the count n >= 1, or as crs_sub_poll 0, -CRS_EEND or
+ * -CRS_EGAP (then nothing is held). Hot path: no syscall. Not
+ * thread-safe (like every call on one subscriber). */
+int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
+		 size_t max_bytes);
 
 /* Add n to this subscriber's demand (saturating at CRS_UNBOUNDED).
  * n == 0 violates the protocol: the subscription ends with EINVAL and
@@ -527,7 +560,11 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
 
 /* A file descriptor that polls readable when crs_loop_run(loop, 0) has
  * work, for embedding the loop in epoll, libuv or GLib: wait for it
- * there, then call crs_loop_run(loop, 0). -ENOTSUP on the poll engine.
+ * there, then call crs_loop_run(loop, 0). On io_uring it is the ring's
+ * fd; on the fallback engines an eventfd that a watcher thread of the
+ * loop (started by the first call) signals when something the loop
+ * waits for fires. Returns the fd, or -ENOMEM/-EMFILE (or another
+ * -errno) when the fallback's eventfd or thread cannot be made.
  * io_uring delivers completions as task work, which may cut the outer
  * wait short with EINTR: treat that as a wakeup, too. Between runs the
  * loop stays announced to its peers, also while you call crs_sub_wait or

@@ -97,10 +97,16 @@ class Publisher(_crs.Publisher):
         await aio.publisher_send(self, data, timeout)
 
     def close(self) -> None:
+        """Close the stream (subscribers of an unterminated one get EPIPE)
+        and wake tasks awaiting it. Idempotent."""
         super().close()
         aio = _aio()
         if aio:
             aio.wake(self)
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
 
 
 class Subscriber(_crs.Subscriber):
@@ -128,16 +134,24 @@ class Subscriber(_crs.Subscriber):
         return await aio.next_message(self)
 
     def cancel(self) -> None:
+        """Stop receiving, release the pressure on the publisher at once,
+        and end iteration (also of a task awaiting it). Idempotent."""
         super().cancel()
         aio = _aio()
         if aio:
             aio.wake(self)
 
     def close(self) -> None:
+        """Cancel at once (the mapping goes once no message view uses it)
+        and wake tasks awaiting it. Idempotent."""
         super().close()
         aio = _aio()
         if aio:
             aio.wake(self)
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +162,7 @@ class SubscriberInfo:
     requested: int      # total demand, UNBOUNDED if unbounded
     outstanding: int    # demand not yet met
     consumed: int       # the next sequence number it will read
+    joined: int         # sequence number of its first message
     lag_messages: int   # published but not yet consumed
     lag_bytes: int
     wakeups: int

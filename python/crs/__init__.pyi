@@ -51,6 +51,7 @@ class SubscriberInfo:
     requested: int
     outstanding: int
     consumed: int
+    joined: int
     lag_messages: int
     lag_bytes: int
     wakeups: int

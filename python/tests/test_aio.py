@@ -102,3 +102,19 @@ async def test_wait_times_out_and_cancel_ends_iteration(engine):
         sub.cancel()
         assert await asyncio.wait_for(task, HANG_LIMIT) == []
         sub.close()
+
+
+@pytest.mark.asyncio
+async def test_closing_a_subscriber_ends_the_task_awaiting_it(engine):
+    from conftest import open_sub
+    with crs.Publisher("aio-close") as pub:
+        sub = open_sub(pub, "aio-close")
+
+        async def consume():
+            return [m async for m in sub]
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.05)
+        with sub:
+            pass  # leaving the block closes it
+        assert await asyncio.wait_for(task, HANG_LIMIT) == []

@@ -25,6 +25,7 @@ def test_streams_lists_figures(peer):
         (me,) = s.subscribers
         assert me.pid == os.getpid()
         assert me.requested >= 10
+        assert (me.joined, me.consumed) == (0, 10)
         one = crs.stream("watched")
         assert one.name == "watched" and one.published == 10
         pub.proc.kill()

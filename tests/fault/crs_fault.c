@@ -78,6 +78,9 @@ static int publisher(const char *name, int replay)
 	if (crs_pub_create(name, &o, &pub))
 		return 2;
 	crs_pub_wait_subscribers(pub, 1, 2000);
+	/* Half the publishers batch: deferred commits flushed every few
+	 * messages, so kills also land between a batch and its flush. */
+	int batch = getpid() % 2 ? 1 + (int)(getpid() % 7) : 0;
 	for (uint64_t seq = 0; seq < MESSAGES; seq++) {
 		size_t len = msg_len(seq);
 		for (;;) {
@@ -85,7 +88,13 @@ static int publisher(const char *name, int replay)
 			int r = crs_pub_claim(pub, len, &buf);
 			if (r == 0) {
 				tu_fill(buf, len, seq);
-				crs_pub_commit(pub, len);
+				if (!batch) {
+					crs_pub_commit(pub, len);
+				} else {
+					crs_pub_commit_more(pub, len);
+					if ((seq + 1) % (uint64_t)batch == 0)
+						crs_pub_flush(pub);
+				}
 				break;
 			}
 			if (r != -CRS_ENODEMAND && r != -CRS_ENOROOM)
@@ -121,23 +130,31 @@ static int subscriber(const char *name)
 			       ? SUB_PUBLISHER_GONE
 			       : SUB_ERROR;
 	int64_t expect = -1;
-	struct crs_msg m;
+	struct crs_msg ms[16];
+	/* Half the subscribers take batches (crs_sub_take). */
+	size_t take = getpid() % 2 ? 16 : 0;
 	for (;;) {
-		r = crs_sub_poll(sub, &m);
+		r = take ? crs_sub_take(sub, ms, take, 0)
+			 : crs_sub_poll(sub, &ms[0]);
 		if (r == 0) {
 			crs_sub_wait(sub, 1000);
 			continue;
 		}
 		if (r < 0)
 			break;
-		if ((expect >= 0 && m.seq != (uint64_t)expect) ||
-		    m.len != msg_len(m.seq) ||
-		    tu_verify(m.data, m.len, m.seq) >= 0) {
-			fprintf(stderr, "violation: seq %llu (expected %lld)\n",
-				(unsigned long long)m.seq, (long long)expect);
-			return SUB_VIOLATION;
+		for (int i = 0; i < r; i++) {
+			const struct crs_msg *m = &ms[i];
+			if ((expect >= 0 && m->seq != (uint64_t)expect) ||
+			    m->len != msg_len(m->seq) ||
+			    tu_verify(m->data, m->len, m->seq) >= 0) {
+				fprintf(stderr,
+					"violation: seq %llu (expected %lld)\n",
+					(unsigned long long)m->seq,
+					(long long)expect);
+				return SUB_VIOLATION;
+			}
+			expect = (int64_t)m->seq + 1;
 		}
-		expect = (int64_t)m.seq + 1;
 		crs_sub_release(sub);
 	}
 	int code = crs_sub_end(sub)->code;

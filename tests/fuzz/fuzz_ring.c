@@ -1,10 +1,11 @@
 /*
- * fuzz_ring.c - libFuzzer harness for the subscriber's frame and
- * position validation: the real crs_sub_poll/release code runs against
- * a ring, terminal record and layout filled from the fuzzer's bytes (a
- * hostile publisher). It must deliver only views that lie inside the
- * ring and never exceed max_message, or end the subscription; never read
- * out of bounds (AddressSanitizer watches) and never loop forever.
+ * fuzz_ring.c - libFuzzer harness for the subscriber's frame
+ * validation: the real crs_sub_poll, crs_sub_take and crs_sub_release
+ * code runs against a ring, terminal record and layout filled from the
+ * fuzzer's bytes (a hostile publisher). It must deliver only views
+ * that lie inside the ring and never exceed max_message, or end the
+ * subscription; never read out of bounds (AddressSanitizer watches) and
+ * never loop forever.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct crs_sub sub = { 0 };
 	sub.ring = ring;
 	sub.ring_size = RING;
+	sub.mask = RING - 1;
+	sub.stop_pos = UINT64_MAX;
+	sub.replenish = UINT64_MAX;
 	sub.max_message = max_message;
 	sub.pos = sub.published_pos = start;
 	sub.publish_step = RING / 4;
@@ -56,18 +60,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sub.sock = -1;
 	sub.next_liveness_ns = INT64_MAX;
 
-	struct crs_msg m;
+	/* Byte 14 picks crs_sub_poll or crs_sub_take (batches of up to
+	 * byte 15 + 1 messages, byte 14's high bits bounding the bytes). */
+	int take = data[14] & 1;
+	size_t max = (size_t)data[15] % 16 + 1;
+	size_t max_bytes = (size_t)(data[14] >> 1) * 64;
+	struct crs_msg m[16];
 	for (int i = 0; i < 2 * RING; i++) {
-		int r = crs_sub_poll(&sub, &m);
+		int r = take ? crs_sub_take(&sub, m, max, max_bytes)
+			     : crs_sub_poll(&sub, &m[0]);
 		if (r <= 0)
 			break;
-		const uint8_t *p = m.data;
-		if (p < ring || p + m.len > ring + RING || m.len > max_message)
+		if ((size_t)r > (take ? max : 1))
 			abort();
-		volatile uint8_t sink = 0;
-		for (size_t k = 0; k < m.len; k++)
-			sink ^= p[k];
-		(void)sink;
+		for (int k = 0; k < r; k++) {
+			const uint8_t *p = m[k].data;
+			if (p < ring || p + m[k].len > ring + RING ||
+			    m[k].len > max_message)
+				abort();
+			volatile uint8_t sink = 0;
+			for (size_t j = 0; j < m[k].len; j++)
+				sink ^= p[j];
+			(void)sink;
+		}
 		crs_sub_release(&sub);
 	}
 	return 0;
