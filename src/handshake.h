@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "crs/crs.h"
+#include "ipc/compiler.h"
 
 #define CRS_HS_MAGIC 0x48535243u /* "CRSH" */
 #define CRS_HS_VERSION 1
@@ -86,6 +87,7 @@ void crs_hs_welcome_init(struct crs_hs_welcome *m);
 
 /* Validate len bytes received into out. Returns the type or
  * -CRS_EVERSION (another protocol version) or -CRS_EPROTO (garbage). */
-int crs_hs_decode(const void *buf, size_t len, union crs_hs_msg *out);
+CRS_MUST_USE int crs_hs_decode(const void *buf, size_t len,
+			       union crs_hs_msg *out);
 
 #endif

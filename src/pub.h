@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "crs/crs.h"
+#include "ipc/compiler.h"
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
@@ -138,7 +139,11 @@ struct crs_pub {
 /* serve.c */
 /* Serve's own descriptors (timer, reserve); 0 or -errno. pub_drop_all
  * releases them. */
-int pub_serve_init(struct crs_pub *pub);
+CRS_MUST_USE int pub_serve_init(struct crs_pub *pub);
+/* One round of control work. Returns the number of subscribers, or
+ * -errno if the epoll set could not be read: nothing was served, and
+ * the next round (within PUB_SERVE_NS) tries again, so the data path
+ * may ignore the result. */
 int pub_serve(struct crs_pub *pub);
 void pub_drop_slot(struct crs_pub *pub, int i, int code);
 void pub_drop_all(struct crs_pub *pub);

@@ -107,7 +107,11 @@ static void reject(int fd, int code, const char *reason)
 {
 	struct crs_hs_reject m;
 	crs_hs_reject_init(&m, code, reason);
-	ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
+	int err = ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
+	/* Best effort: the connection is closed right after, and a peer
+	 * that could not take the answer (gone, or its buffer full) learns
+	 * of the refusal from the hangup. */
+	(void)err;
 }
 
 static void rejectf(int fd, int code, const char *fmt, ...)
@@ -152,7 +156,11 @@ static void welcome_inspector(struct crs_pub *pub, int fd)
 	struct crs_hs_welcome w;
 	welcome_init(pub, &w);
 	w.slot = UINT32_MAX;
-	ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
+	int err = ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
+	/* The connection is closed right after either way: an inspector
+	 * keeps only what it received, and one that got no WELCOME sees the
+	 * hangup and fails to open. */
+	(void)err;
 }
 
 /* Is there a slot for peer: a free one, within the per-process and
