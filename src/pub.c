@@ -1,7 +1,8 @@
 /*
  * pub.c - the publisher: stream creation, the claim/commit hot path,
- * lockstep demand over all subscribers, terminal signals and blocking
- * waits. Control work (subscribers coming and going) lives in serve.c.
+ * lockstep demand over all subscribers and blocking waits. Control work
+ * (subscribers coming and going) lives in serve.c, epochs and terminal
+ * signals in epoch.c.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
  * then reads each subscriber's park word (wake_if_parked); the
@@ -71,7 +72,7 @@ static int opts_check(struct crs_pub_opts *o)
 	    o->auto_connect > (int32_t)o->max_subscribers ||
 	    o->replay_age_ms > INT64_MAX / 1000000)
 		return -EINVAL;
-	if (o->n_allow_uids > 8)
+	if (o->n_allow_uids > CRS_ALLOW_UIDS_MAX)
 		return -EINVAL;
 	if (o->mode != CRS_MODE_REPLAY &&
 	    (o->replay_count || o->replay_bytes || o->replay_age_ms))
@@ -99,7 +100,6 @@ static void header_init(struct crs_pub *pub, const char *name,
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->magic = CRS_LAYOUT_MAGIC;
 	h->version = CRS_LAYOUT_VERSION;
-	h->header_size = CRS_RING_OFFSET;
 	h->segment_size = pub->data_size;
 	h->ring_offset = CRS_RING_OFFSET;
 	h->ring_size = o->ring_bytes;
@@ -946,7 +946,7 @@ void crs_pub_close(crs_pub *pub)
 	if (!pub)
 		return;
 	pub_close_epochs(pub);
-	crs_store_relaxed(&pub->hdr->stats.state, 3u);
+	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_CLOSED);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);

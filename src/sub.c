@@ -206,7 +206,7 @@ static int sub_idle(struct crs_sub *sub)
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
 	struct crs_terminal_view t;
-	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	switch (crs_terminal_get_ctl(sub->ctl, &t)) {
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
@@ -219,7 +219,7 @@ static int sub_idle(struct crs_sub *sub)
 			if (t.state == CRS_TERM_COMPLETE)
 				sub_end(sub, 0, NULL);
 			else
-				sub_end(sub, t.code > 0 ? t.code : EPROTO,
+				sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO,
 					t.message);
 			return -CRS_EEND;
 		}
