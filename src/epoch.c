@@ -36,8 +36,8 @@ int64_t pub_now(const struct crs_pub *pub)
 /* Apply the retention bounds as of now (replay mode). */
 static void trim_bounds(struct crs_pub *pub)
 {
-	crs_retain_trim(&pub->retain, pub->ring, pub->ring_size, pub->pos,
-			pub->seq, pub->bytes, pub_now(pub), 0);
+	retain_trim(&pub->retain, pub->ring, pub->ring_size, pub->pos, pub->seq,
+		    pub->bytes, pub_now(pub), 0);
 }
 
 void pub_join(struct crs_pub *pub, struct pub_slot *s, struct crs_ctl *ctl)
@@ -54,10 +54,10 @@ void pub_join(struct crs_pub *pub, struct pub_slot *s, struct crs_ctl *ctl)
 	}
 	if (pub->state == PUB_TERMINATED && replay) {
 		/* Replay of a terminated epoch: retained, then its end. */
-		struct crs_terminal_view t;
-		crs_terminal_get(&pub->hdr->terminal, &t);
-		crs_terminal_put(&ctl->term, t.state, t.code, t.pos, t.seq,
-				 t.message);
+		struct terminal_view t;
+		terminal_get(&pub->hdr->terminal, &t);
+		terminal_put(&ctl->term, t.state, t.code, t.pos, t.seq,
+			     t.message);
 		s->end_pos = t.pos;
 	} else if (pub->state != PUB_CONNECTED) {
 		s->epoch = pub->epoch + 1; /* waits for the next connect */
@@ -86,8 +86,8 @@ int64_t crs_pub_connect(crs_pub *pub)
 			s->epoch = pub->epoch;
 		}
 	}
-	crs_retain_reset(&pub->retain, pub->pos, pub->seq, pub->bytes);
-	crs_terminal_put(&pub->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
+	retain_reset(&pub->retain, pub->pos, pub->seq, pub->bytes);
+	terminal_put(&pub->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
 	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
 	crs_store_relaxed(&pub->hdr->stats.epoch, pub->epoch);
 	pub->credit_limit = pub->room_limit = 0; /* recompute */
@@ -120,22 +120,20 @@ static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
 	pub->claimed = 0;
 	if (pub->latest_held) { /* LATEST: never sent in this epoch */
 		pub->latest_held = 0;
-		crs_store_relaxed(&pub->hdr->stats.dropped,
-				  crs_load_relaxed(&pub->hdr->stats.dropped) +
-					  1);
+		shm_inc(&pub->hdr->stats.dropped);
 	}
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
 		if (!s->used || s->epoch != pub->epoch ||
 		    s->end_pos != UINT64_MAX)
 			continue;
-		crs_terminal_put(&s->ctl->term, state, code, pub->pos,
-				 pub->seq, message);
+		terminal_put(&s->ctl->term, state, code, pub->pos, pub->seq,
+			     message);
 		s->end_pos = pub->pos;
 	}
 	pub->credit_limit = pub->room_limit = 0; /* recompute */
 	/* No fence needed before the wake: each record's state is a
-	 * release store (crs_terminal_put), pub_wake_all() changes
+	 * release store (terminal_put), pub_wake_all() changes
 	 * data_signal before waking everyone unconditionally, and a
 	 * subscriber that parked on the old value returns at once
 	 * (park.h). */
@@ -146,10 +144,10 @@ static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
 			 const char *message)
 {
 	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
+		return pub_state_error(pub->state);
 	end_epoch(pub, state, code, message);
-	crs_terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
-			 message);
+	terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
+		     message);
 	crs_store_relaxed(&pub->hdr->stats.state,
 			  state == CRS_TERM_COMPLETE
 				  ? (uint32_t)CRS_STATS_COMPLETED
@@ -200,23 +198,23 @@ void pub_close_epochs(struct crs_pub *pub)
 	crs_pub_flush(pub);
 	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
 		struct pub_slot *s = &pub->slots[i];
-		struct crs_terminal_view t;
+		struct terminal_view t;
 		if (!s->used)
 			continue;
-		uint32_t state = crs_terminal_get(&s->ctl->term, &t);
+		uint32_t state = terminal_get(&s->ctl->term, &t);
 		if (state == CRS_TERM_DETACHED)
-			/* Pairs with the acquire in crs_terminal_get(). */
+			/* Pairs with the acquire in terminal_get(). */
 			crs_store_release(&s->ctl->term.state, CRS_TERM_ERROR);
 		if (state != CRS_TERM_NONE)
 			continue;
 		uint64_t at = s->end_pos != UINT64_MAX ? s->end_pos
 			    : s->epoch == pub->epoch   ? pub->pos
 						       : s->consumed;
-		crs_terminal_put(&s->ctl->term, CRS_TERM_ERROR, EPIPE, at,
-				 pub->seq, CLOSED_MESSAGE);
+		terminal_put(&s->ctl->term, CRS_TERM_ERROR, EPIPE, at, pub->seq,
+			     CLOSED_MESSAGE);
 	}
 	if (pub->state == PUB_CONNECTED)
-		crs_terminal_put(&pub->hdr->terminal, CRS_TERM_ERROR, EPIPE,
-				 pub->pos, pub->seq, CLOSED_MESSAGE);
+		terminal_put(&pub->hdr->terminal, CRS_TERM_ERROR, EPIPE,
+			     pub->pos, pub->seq, CLOSED_MESSAGE);
 	pub_wake_all(pub); /* no fence needed: see end_epoch() */
 }

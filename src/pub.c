@@ -180,9 +180,8 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->spin_ns = crs_spin_ns(o->spin_us);
 	pub->clock = o->clock;
 	pub->clock_ctx = o->clock_ctx;
-	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,
-			      (int64_t)o->replay_age_ms * 1000000,
-			      o->ring_bytes);
+	err = retain_init(&pub->retain, o->replay_count, o->replay_bytes,
+			  (int64_t)o->replay_age_ms * 1000000, o->ring_bytes);
 	if (err)
 		return err;
 	if (o->overflow == CRS_OVERFLOW_LATEST) {
@@ -254,7 +253,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 			ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 		ipc_close(pub->lock_fd);
 		crs_paths_close(&pub->paths);
-		crs_retain_free(&pub->retain);
+		retain_free(&pub->retain);
 		free(pub->latest);
 		free(pub);
 		return crs_err_code(err);
@@ -269,7 +268,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 static void pub_want_progress(struct crs_pub *pub)
 {
 	_Atomic uint32_t *w = &pub->hdr->signal.progress_wanted;
-	crs_store_relaxed(w, crs_load_relaxed(w) + 1);
+	shm_inc(w);
 }
 
 /* Holding the stream back (no demand left in lockstep, or unread
@@ -452,9 +451,7 @@ static __attribute__((noinline, cold)) int
 claim_slow(struct crs_pub *pub, size_t len, void **buf)
 {
 	if (pub->claimed || pub->state != PUB_CONNECTED)
-		return pub->claimed			   ? -EALREADY
-		       : pub->state == PUB_TERMINATED ? -ESHUTDOWN
-						      : -ENOTCONN;
+		return pub->claimed ? -EALREADY : pub_state_error(pub->state);
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;
@@ -468,7 +465,7 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 			_Atomic uint64_t *n = err == -CRS_ENODEMAND
 						      ? &pub->hdr->stats.no_demand
 						      : &pub->hdr->stats.no_room;
-			crs_store_relaxed(n, crs_load_relaxed(n) + 1);
+			shm_inc(n);
 			return err;
 		}
 	}
@@ -476,9 +473,9 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 		/* Retained messages this frame will overwrite are gone. */
 		uint64_t end = pub->pos + need + CRS_FRAME_HEADER;
 		if (end > pub->ring_size)
-			crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
-					pub->pos, pub->seq, pub->bytes, 0,
-					end - pub->ring_size);
+			retain_trim(&pub->retain, pub->ring, pub->ring_size,
+				    pub->pos, pub->seq, pub->bytes, 0,
+				    end - pub->ring_size);
 	}
 	if (pad) {
 		/* The padding counts as committed even if this claim is then
@@ -524,8 +521,7 @@ void pub_wake_all(struct crs_pub *pub)
 	 * with the acquire load of data_signal in sub_announce(). */
 	crs_store_release(&pub->hdr->signal.data_signal, pub->signal);
 	ipc_futex_wake(&pub->hdr->signal.data_signal, INT_MAX);
-	crs_store_relaxed(&pub->hdr->stats.wakes,
-			  crs_load_relaxed(&pub->hdr->stats.wakes) + 1);
+	shm_inc(&pub->hdr->stats.wakes);
 }
 
 /* Subscriber k of the active list announced that it sleeps on the
@@ -588,7 +584,7 @@ static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
 static __attribute__((noinline, cold)) void commit_note(struct crs_pub *pub)
 {
 	if (pub->retain.marks)
-		crs_retain_note(&pub->retain, pub->seq - 1, pub_now(pub));
+		retain_note(&pub->retain, pub->seq - 1, pub_now(pub));
 	if (pub->more)
 		crs_pub_flush(pub);
 }
@@ -674,8 +670,7 @@ static int publish_copy(struct crs_pub *pub, const void *data, size_t len)
 
 static void count_drop(struct crs_pub *pub)
 {
-	crs_store_relaxed(&pub->hdr->stats.dropped,
-			  crs_load_relaxed(&pub->hdr->stats.dropped) + 1);
+	shm_inc(&pub->hdr->stats.dropped);
 }
 
 /* LATEST: send the kept message if there is demand and room now. */
@@ -692,7 +687,7 @@ int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
+		return pub_state_error(pub->state);
 	pub_flush_latest(pub);
 	int err = pub->latest_held ? -CRS_ENODEMAND
 				   : publish_copy(pub, data, len);
@@ -900,12 +895,11 @@ static int ready_claim(struct crs_pub *pub, uint64_t len)
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
 {
-	if (pub->state == PUB_TERMINATED)
-		return -ESHUTDOWN;
 	/* Unconnected: wait only if serving can connect us (autoConnect
 	 * not fired yet); nobody else can call crs_pub_connect meanwhile. */
-	if (pub->state != PUB_CONNECTED && pub->auto_connect < 0)
-		return -ENOTCONN;
+	if (pub->state == PUB_TERMINATED ||
+	    (pub->state != PUB_CONNECTED && pub->auto_connect < 0))
+		return pub_state_error(pub->state);
 	if (len > pub->max_message)
 		return -EMSGSIZE;
 	return pub_wait_for(pub, ready_claim, len, timeout_ms);
@@ -958,7 +952,7 @@ void crs_pub_close(crs_pub *pub)
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
 	crs_paths_close(&pub->paths);
-	crs_retain_free(&pub->retain);
+	retain_free(&pub->retain);
 	free(pub->latest);
 	free(pub);
 }

@@ -8,6 +8,7 @@
 #ifndef CRS_PUB_H
 #define CRS_PUB_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -59,6 +60,12 @@ struct pub_slot {
  * failed; a new connect starts the next one). */
 enum pub_state { PUB_IDLE = 0, PUB_CONNECTED, PUB_TERMINATED };
 
+/* What a call that needs a connected publisher returns in state. */
+static inline int pub_state_error(int state)
+{
+	return state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
+}
+
 struct pub_pending {
 	int fd;
 	int64_t since_ns;
@@ -101,7 +108,7 @@ struct crs_pub {
 	int parkers;		/* announcements standing on pub_parked */
 	uint64_t epoch;		/* current (or last) connection epoch */
 	uint64_t bytes;		/* payload bytes committed */
-	struct crs_retain retain;
+	struct retain retain;
 	int64_t (*clock)(void *ctx);
 	void *clock_ctx;
 	void *latest; /* LATEST overflow: the newest message not yet sent */

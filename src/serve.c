@@ -49,15 +49,13 @@ void pub_drop_slot(struct crs_pub *pub, int i, int code)
 		/* Tell the subscriber why before it sees the hangup. Its
 		 * record may hold the end of its epoch, which it may be
 		 * reading now: the reason goes beside it (terminal.h). */
-		crs_terminal_evict(s->ctl, code,
-				   code == ETIMEDOUT
-					   ? "evicted: held the stream back "
-					     "without demand or progress"
-					   : "publisher cut this subscription "
-					     "off for a protocol violation");
-		crs_store_relaxed(&pub->hdr->stats.evicted,
-				  crs_load_relaxed(&pub->hdr->stats.evicted) +
-					  1);
+		terminal_evict(s->ctl, code,
+			       code == ETIMEDOUT
+				       ? "evicted: held the stream back "
+					 "without demand or progress"
+				       : "publisher cut this subscription "
+					 "off for a protocol violation");
+		shm_inc(&pub->hdr->stats.evicted);
 	}
 	ipc_epoll_del(pub->ep, s->fd);
 	ipc_close(s->fd);
@@ -105,8 +103,8 @@ int pub_serve_init(struct crs_pub *pub)
 
 static void reject(int fd, int code, const char *reason)
 {
-	struct crs_hs_reject m;
-	crs_hs_reject_init(&m, code, reason);
+	struct hs_reject m;
+	hs_reject_init(&m, code, reason);
 	int err = ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
 	/* Best effort: the connection is closed right after, and a peer
 	 * that could not take the answer (gone, or its buffer full) learns
@@ -118,7 +116,7 @@ static void rejectf(int fd, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void rejectf(int fd, int code, const char *fmt, ...)
 {
-	char why[CRS_HS_REASON_MAX + 1];
+	char why[HS_REASON_MAX + 1];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
@@ -128,8 +126,7 @@ static void rejectf(int fd, int code, const char *fmt, ...)
 
 static void count_refused(struct crs_pub *pub)
 {
-	crs_store_relaxed(&pub->hdr->stats.refused,
-			  crs_load_relaxed(&pub->hdr->stats.refused) + 1);
+	shm_inc(&pub->hdr->stats.refused);
 }
 
 static int free_slot(struct crs_pub *pub)
@@ -140,9 +137,9 @@ static int free_slot(struct crs_pub *pub)
 	return -1;
 }
 
-static void welcome_init(const struct crs_pub *pub, struct crs_hs_welcome *w)
+static void welcome_init(const struct crs_pub *pub, struct hs_welcome *w)
 {
-	crs_hs_welcome_init(w);
+	hs_welcome_init(w);
 	w->layout_version = CRS_LAYOUT_VERSION;
 	w->data_size = pub->data_size;
 	w->start_pos = pub->pos;
@@ -153,7 +150,7 @@ static void welcome_init(const struct crs_pub *pub, struct crs_hs_welcome *w)
  * adds no demand and is not waited for. */
 static void welcome_inspector(struct crs_pub *pub, int fd)
 {
-	struct crs_hs_welcome w;
+	struct hs_welcome w;
 	welcome_init(pub, &w);
 	w.slot = UINT32_MAX;
 	int err = ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
@@ -226,7 +223,7 @@ static int admit(struct crs_pub *pub, int fd, const struct ipc_peer *peer)
 	ctl->slot = (uint32_t)i;
 	pub_join(pub, &joined, ctl);
 
-	struct crs_hs_welcome w;
+	struct hs_welcome w;
 	welcome_init(pub, &w);
 	w.slot = (uint32_t)i;
 	w.ctl_size = CRS_CTL_SIZE;
@@ -279,7 +276,7 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 static int handshake(struct crs_pub *pub, int fd, const struct ipc_peer *peer,
 		     int pending)
 {
-	union crs_hs_msg m;
+	union hs_msg m;
 	char buf[sizeof(m) + 1];
 	int fds[IPC_MAX_FDS], nfds;
 	int n = ipc_sock_recv(fd, buf, sizeof(buf), fds, &nfds);
@@ -291,16 +288,16 @@ static int handshake(struct crs_pub *pub, int fd, const struct ipc_peer *peer,
 	}
 	for (int k = 0; k < nfds; k++)
 		ipc_close(fds[k]);
-	int type = n > 0 ? crs_hs_decode(buf, (size_t)n, &m) : n;
+	int type = n > 0 ? hs_decode(buf, (size_t)n, &m) : n;
 	if (n <= 0 || nfds) {
 		/* hung up, or a HELLO must not carry fds */
 		if (n > 0)
 			reject(fd, CRS_EPROTO, "unexpected file descriptors");
 	} else if (type == -CRS_EVERSION) {
 		reject(fd, CRS_EVERSION, "unsupported protocol version");
-	} else if (type != CRS_HS_HELLO) {
+	} else if (type != HS_HELLO) {
 		reject(fd, CRS_EPROTO, "expected a HELLO");
-	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
+	} else if (m.hello.role == HS_ROLE_INSPECTOR) {
 		welcome_inspector(pub, fd);
 	} else if (admit(pub, fd, peer) == 0) {
 		return 1; /* fd now belongs to the slot */
@@ -503,14 +500,14 @@ static void mirror_stats(struct crs_pub *pub, int64_t now)
 	if (pub->mode == CRS_MODE_REPLAY) {
 		struct crs_pub_stats *ps = &pub->hdr->stats;
 		int64_t clock = pub_now(pub);
-		crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
-				pub->pos, pub->seq, pub->bytes, clock, 0);
+		retain_trim(&pub->retain, pub->ring, pub->ring_size, pub->pos,
+			    pub->seq, pub->bytes, clock, 0);
 		crs_store_relaxed(&ps->retained,
 				  pub->seq - pub->retain.tail_seq);
 		crs_store_relaxed(&ps->retained_bytes,
 				  pub->bytes - pub->retain.tail_bytes);
 		crs_store_relaxed(&ps->retained_since_ns,
-				  crs_retain_oldest_time(&pub->retain));
+				  retain_oldest_time(&pub->retain));
 		crs_store_relaxed(&ps->clock_ns, clock);
 	}
 }

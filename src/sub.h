@@ -52,7 +52,7 @@ struct crs_sub {
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;
-	struct crs_attach at; /* sockets and mappings */
+	struct attach at; /* sockets and mappings */
 	/* Opening without blocking, and following the name (opener.h). */
 	char name[CRS_NAME_MAX + 1];
 	int handshake_ms;
