@@ -274,20 +274,22 @@ static void test_hostile_park_word(void **state)
 	pid_t pid = tu_spawn(hostile, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(p, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
-	uint64_t before = atomic_load(&pub->hdr->stats.wakes);
+	uint64_t before = atomic_load(&pub->ring.hdr->stats.wakes);
 	for (uint64_t seq = 0; seq < 200; seq++) {
 		/* Commit only once it claims to sleep on the current value:
 		 * the worst case, every commit. */
-		_Atomic uint64_t *w = &pub->slots[pub->active[0]].ctl->parked;
+		_Atomic uint64_t *w =
+			&pub->control.slots[pub->control.active[0]].ctl->parked;
 		int64_t deadline = tu_now_ms() + 10000;
 		while (atomic_load(w) !=
 			       (1ULL << 32 |
-				atomic_load(&pub->hdr->signal.data_signal)) &&
+				atomic_load(
+					&pub->ring.hdr->signal.data_signal)) &&
 		       tu_now_ms() < deadline)
 			;
 		assert_int_equal(tu_pub_send(p, seq, 32, 10000), 0);
 	}
-	uint64_t wakes = atomic_load(&pub->hdr->stats.wakes) - before;
+	uint64_t wakes = atomic_load(&pub->ring.hdr->stats.wakes) - before;
 	print_message("200 commits, %llu wakes\n", (unsigned long long)wakes);
 	assert_true(wakes <= 2);
 	assert_int_equal(tu_send(chan, 2, 0), 0);
