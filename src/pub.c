@@ -9,6 +9,8 @@
  * pub_withdraw) and the blocking waits (pub_wait_for).
  */
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
