@@ -45,7 +45,7 @@ int epoch_init(struct pub_epoch *e, struct pub_ring *ring,
 			      (int64_t)o->replay_age_ms * 1000000,
 			      o->ring_bytes);
 	if (!err)
-		ring_set_notes(ring, e->retain.marks != NULL);
+		pubring_set_notes(ring, e->retain.marks != NULL);
 	return err;
 }
 
@@ -130,8 +130,8 @@ uint64_t epoch_connect(struct pub_epoch *e)
 	terminal_put(&r->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
 	crs_store_relaxed(&r->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
 	crs_store_relaxed(&r->hdr->stats.epoch, e->epoch);
-	ring_hold(r); /* recompute */
-	ring_set_open(r, 1);
+	pubring_hold(r); /* recompute */
+	pubring_set_open(r, 1);
 	return e->epoch;
 }
 
@@ -153,8 +153,8 @@ static void end_epoch(struct pub_epoch *e, uint32_t state, int code,
 		      const char *message)
 {
 	struct pub_ring *r = e->ring;
-	ring_flush(r); /* deferred frames come before the end */
-	ring_set_open(r, 0);
+	pubring_flush(r); /* deferred frames come before the end */
+	pubring_set_open(r, 0);
 	for (uint32_t i = 0; i < e->max_subscribers; i++) {
 		struct epoch_member *m = &e->members[i];
 		if (!m->ctl || m->epoch != e->epoch || m->end_pos != UINT64_MAX)
@@ -163,13 +163,13 @@ static void end_epoch(struct pub_epoch *e, uint32_t state, int code,
 			     message);
 		m->end_pos = r->pos;
 	}
-	ring_hold(r); /* recompute */
+	pubring_hold(r); /* recompute */
 	/* No fence needed before the wake: each record's state is a
-	 * release store (terminal_put), ring_wake_all() changes
+	 * release store (terminal_put), pubring_wake_all() changes
 	 * data_signal before waking everyone unconditionally, and a
 	 * subscriber that parked on the old value returns at once
 	 * (park.h). */
-	ring_wake_all(r);
+	pubring_wake_all(r);
 }
 
 int epoch_terminate(struct pub_epoch *e, uint32_t state, int code,
@@ -217,7 +217,7 @@ int epoch_disconnect(struct pub_epoch *e, int64_t epoch)
 void epoch_close(struct pub_epoch *e)
 {
 	struct pub_ring *r = e->ring;
-	ring_flush(r);
+	pubring_flush(r);
 	for (uint32_t i = 0; i < e->max_subscribers; i++) {
 		struct epoch_member *m = &e->members[i];
 		struct terminal_view t;
@@ -238,7 +238,7 @@ void epoch_close(struct pub_epoch *e)
 	if (e->state == PUB_CONNECTED)
 		terminal_put(&r->hdr->terminal, CRS_TERM_ERROR, EPIPE, r->pos,
 			     r->seq, CLOSED_MESSAGE);
-	ring_wake_all(r); /* no fence needed: see end_epoch() */
+	pubring_wake_all(r); /* no fence needed: see end_epoch() */
 }
 
 void epoch_note(struct pub_epoch *e)

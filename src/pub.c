@@ -160,8 +160,8 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_map(pub->data_fd, pub->data_size, 1, &map);
 	if (err)
 		return err;
-	ring_init(&pub->ring, map, o->ring_bytes, o->max_message,
-		  o->mode == CRS_MODE_REPLAY, fences);
+	pubring_init(&pub->ring, map, o->ring_bytes, o->max_message,
+		     o->mode == CRS_MODE_REPLAY, fences);
 	pub->overflow = o->overflow;
 	pub->spin_ns = crs_spin_ns(o->spin_us);
 	err = epoch_init(&pub->epoch, &pub->ring, o);
@@ -251,7 +251,7 @@ static int pub_refresh(struct crs_pub *pub, uint64_t need)
 {
 	serve_if_due(pub);
 	control_recompute(&pub->control);
-	return ring_check(&pub->ring, need);
+	return pubring_check(&pub->ring, need);
 }
 
 int crs_pub_flush(crs_pub *pub);
@@ -268,8 +268,8 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 	if (len > r->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;
-	uint64_t need = ring_need(r, len, &pad);
-	if (ring_check(r, need)) {
+	uint64_t need = pubring_need(r, len, &pad);
+	if (pubring_check(r, need)) {
 		/* Refused: what we deferred must go out first, or the
 		 * demand and room we wait for could never come back. */
 		crs_pub_flush(pub);
@@ -283,14 +283,14 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 	/* Replay: retained messages this frame will overwrite are gone. */
 	epoch_overwrite(&pub->epoch, r->pos + need + CRS_FRAME_HEADER);
 	if (pad)
-		ring_pad(r, pad);
-	*buf = ring_take(r, len);
+		pubring_pad(r, pad);
+	*buf = pubring_take(r, len);
 	return 0;
 }
 
 int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 {
-	if (__builtin_expect(ring_claim(&pub->ring, len, buf), 0))
+	if (__builtin_expect(pubring_claim(&pub->ring, len, buf), 0))
 		return claim_slow(pub, len, buf);
 	return 0;
 }
@@ -306,11 +306,11 @@ static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
 	if (control_serve_due(&pub->control, now))
 		control_serve(&pub->control); /* mirrors them too */
 	else
-		ring_mirror(&pub->ring);
-	ring_set_tick(&pub->ring, now < last ? PUB_SERVE_EVERY : 1);
+		pubring_mirror(&pub->ring);
+	pubring_set_tick(&pub->ring, now < last ? PUB_SERVE_EVERY : 1);
 }
 
-/* RING_NOTE: retention marks (replay with an age bound) and deferred
+/* PUBRING_NOTE: retention marks (replay with an age bound) and deferred
  * frames; then the rest of the commit. */
 static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 {
@@ -318,19 +318,19 @@ static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 		epoch_note(&pub->epoch);
 	if (pub->ring.more)
 		crs_pub_flush(pub);
-	if (ring_commit_end(&pub->ring))
+	if (pubring_commit_end(&pub->ring))
 		commit_tick(pub);
 	return 0;
 }
 
 static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 {
-	int r = ring_commit(&pub->ring, len, more);
+	int r = pubring_commit(&pub->ring, len, more);
 	if (__builtin_expect(r != 0, 0))
 		return r < 0 ? r : commit_note(pub);
 	if (more)
 		return 0; /* deferred: the flush does the rest */
-	if (__builtin_expect(ring_commit_end(&pub->ring), 0))
+	if (__builtin_expect(pubring_commit_end(&pub->ring), 0))
 		commit_tick(pub);
 	return 0;
 }
@@ -349,15 +349,15 @@ int crs_pub_commit_more(crs_pub *pub, size_t len)
 
 int crs_pub_flush(crs_pub *pub)
 {
-	int n = ring_flush(&pub->ring);
-	if (n && ring_count(&pub->ring)) /* a flush counts as a commit */
+	int n = pubring_flush(&pub->ring);
+	if (n && pubring_count(&pub->ring)) /* a flush counts as a commit */
 		commit_tick(pub);
 	return n;
 }
 
 void crs_pub_abort(crs_pub *pub)
 {
-	ring_abort(&pub->ring);
+	pubring_abort(&pub->ring);
 }
 
 static int publish_copy(struct crs_pub *pub, const void *data, size_t len)
@@ -643,7 +643,8 @@ static int ready_claim(struct crs_pub *pub, uint64_t len)
 	if (!pub->ring.open)
 		return 0; /* autoConnect pending: serving will connect */
 	control_recompute(&pub->control);
-	return ring_check(&pub->ring, ring_need(&pub->ring, len, &pad)) == 0;
+	return pubring_check(&pub->ring, pubring_need(&pub->ring, len, &pad)) ==
+	       0;
 }
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)

@@ -12,8 +12,9 @@
 #include "park.h"
 #include "pubring.h"
 
-void ring_init(struct pub_ring *r, struct crs_data_header *hdr,
-	       uint64_t ring_size, uint32_t max_message, int replay, int fences)
+void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
+		  uint64_t ring_size, uint32_t max_message, int replay,
+		  int fences)
 {
 	memset(r, 0, sizeof(*r));
 	r->hdr = hdr;
@@ -27,54 +28,54 @@ void ring_init(struct pub_ring *r, struct crs_data_header *hdr,
 	r->hold = 1; /* not open yet */
 }
 
-void ring_set_open(struct pub_ring *r, int open)
+void pubring_set_open(struct pub_ring *r, int open)
 {
 	r->open = open;
 	r->hold = !open || r->replay;
 	r->claimed = 0;
 }
 
-void ring_set_notes(struct pub_ring *r, int notes)
+void pubring_set_notes(struct pub_ring *r, int notes)
 {
 	r->notes = notes;
 }
 
-void ring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room)
+void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room)
 {
 	r->credit_limit = credit;
 	r->room_limit = room;
 }
 
-void ring_hold(struct pub_ring *r)
+void pubring_hold(struct pub_ring *r)
 {
-	ring_set_limits(r, 0, 0);
+	pubring_set_limits(r, 0, 0);
 }
 
-void ring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
+void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 {
 	for (int k = 0; k < n; k++) {
 		r->parked[k] = &ctls[k]->parked;
-		r->watch[k] = (struct ring_watch){
+		r->watch[k] = (struct pubring_watch){
 			.consumed = &ctls[k]->consumed
 		};
 	}
 	r->nparked = n;
 }
 
-void ring_set_tick(struct pub_ring *r, int commits)
+void pubring_set_tick(struct pub_ring *r, int commits)
 {
 	r->until_tick = commits;
 }
 
-void ring_pad(struct pub_ring *r, uint64_t pad)
+void pubring_pad(struct pub_ring *r, uint64_t pad)
 {
 	uint32_t len_flags = CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER);
-	ring_store_header(r, r->pos, r->pos + pad,
-			  crs_frame_word(r->pos, len_flags));
+	pubring_store_header(r, r->pos, r->pos + pad,
+			     crs_frame_word(r->pos, len_flags));
 	r->pos += pad;
 }
 
-void ring_mirror(struct pub_ring *r)
+void pubring_mirror(struct pub_ring *r)
 {
 	struct crs_pub_stats *st = &r->hdr->stats;
 	crs_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
@@ -82,7 +83,7 @@ void ring_mirror(struct pub_ring *r)
 	crs_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
 }
 
-void ring_wake_all(struct pub_ring *r)
+void pubring_wake_all(struct pub_ring *r)
 {
 	r->signal++;
 	/* Step c of park.h: W changes before the wake, so a subscriber
@@ -104,9 +105,9 @@ void ring_wake_all(struct pub_ring *r)
  * looks again itself) or a terminal signal (which wakes everyone
  * unconditionally) can give it work. A park word rewritten at every
  * commit by a hostile peer thus costs one wake, not one per commit. */
-int ring_wake_due(struct pub_ring *r, int k)
+int pubring_wake_due(struct pub_ring *r, int k)
 {
-	struct ring_watch *w = &r->watch[k];
+	struct pubring_watch *w = &r->watch[k];
 	/* Orders the load of the park word before the load of consumed:
 	 * pairs with the full fence in sub_publish(), which comes after
 	 * its store of consumed and before a later announcement. */
@@ -119,17 +120,17 @@ int ring_wake_due(struct pub_ring *r, int k)
 	return 1;
 }
 
-int ring_flush(struct pub_ring *r)
+int pubring_flush(struct pub_ring *r)
 {
 	if (!r->more)
 		return 0;
 	/* After the headers of every frame behind it: pairs with the
 	 * acquire load of the header in sub_peek() and sub_next_slow(). */
-	crs_store_release(ring_header(r, r->more_pos), r->more_word);
+	crs_store_release(pubring_header(r, r->more_pos), r->more_word);
 	r->more = 0;
 	uint64_t n = r->more_count;
 	r->more_count = r->more_bytes = 0;
-	ring_wake_if_parked(r);
-	ring_mirror(r);
+	pubring_wake_if_parked(r);
+	pubring_mirror(r);
 	return (int)(n < INT32_MAX ? n : INT32_MAX);
 }

@@ -4,8 +4,8 @@
  * deferred frames, and waking parked subscribers after a commit. The
  * bottom layer of the publisher (pub.h says how the parts stack): it
  * knows nothing of subscribers' sockets, epochs or retention. The parts
- * above set what it steers by (ring_set_limits, ring_set_open,
- * ring_set_parked) and act on what it reports (RING_NOTE, a tick due).
+ * above set what it steers by (pubring_set_limits, pubring_set_open,
+ * pubring_set_parked) and act on what it reports (PUBRING_NOTE, a tick due).
  * Only pubring.h and pubring.c write struct pub_ring.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
@@ -29,12 +29,12 @@
 
 #define PUB_SERVE_EVERY 16 /* commits between clock checks */
 
-/* What ring_commit() returns besides 0 and -errno: note the commit
+/* What pubring_commit() returns besides 0 and -errno: note the commit
  * first (retention marks), or flush. */
-#define RING_NOTE 1
+#define PUBRING_NOTE 1
 
 /* The subscribers' words commit reads to decide on a wake (wake_due). */
-struct ring_watch {
+struct pubring_watch {
 	const _Atomic uint64_t *consumed; /* its ctl->consumed */
 	uint64_t woke_consumed; /* consumed when its park word last made us
 				   wake; valid while woke */
@@ -60,7 +60,7 @@ struct pub_ring {
 	uint64_t more_count; /* deferred messages and their bytes */
 	uint64_t more_bytes;
 	uint64_t bytes; /* payload bytes committed */
-	int notes;	/* commits are noted (RING_NOTE): retention marks */
+	int notes;	/* commits are noted (PUBRING_NOTE): retention marks */
 	int fences;	/* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal; /* our copy of data_signal */
@@ -71,44 +71,44 @@ struct pub_ring {
 	/* Read only when a park word says a wake may be due. */
 	int open;   /* connected: claims are allowed (epoch.c says) */
 	int replay; /* CRS_MODE_REPLAY: every claim goes the slow way */
-	struct ring_watch watch[CRS_MAX_SUBSCRIBERS];
+	struct pubring_watch watch[CRS_MAX_SUBSCRIBERS];
 };
 
 /* The ring of ring_size bytes after hdr (already mapped). */
-void ring_init(struct pub_ring *r, struct crs_data_header *hdr,
-	       uint64_t ring_size, uint32_t max_message, int replay,
-	       int fences);
+void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
+		  uint64_t ring_size, uint32_t max_message, int replay,
+		  int fences);
 /* Claims allowed (connected) or not; a closed ring also ends a claim. */
-void ring_set_open(struct pub_ring *r, int open);
-/* Commits report RING_NOTE (retention keeps age marks). */
-void ring_set_notes(struct pub_ring *r, int notes);
-/* The limits pub_recompute found (serve.c); ring_hold: none until the
+void pubring_set_open(struct pub_ring *r, int open);
+/* Commits report PUBRING_NOTE (retention keeps age marks). */
+void pubring_set_notes(struct pub_ring *r, int notes);
+/* The limits pub_recompute found (serve.c); pubring_hold: none until the
  * next recompute (the subscriber set or the epoch changed). */
-void ring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room);
-void ring_hold(struct pub_ring *r);
+void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room);
+void pubring_hold(struct pub_ring *r);
 /* The subscribers whose park words commit reads: n of them, in the
  * order of the control part's active list. Forgets earlier wakes. */
-void ring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
-/* Commits until the next tick (ring_commit_end). */
-void ring_set_tick(struct pub_ring *r, int commits);
+void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
+/* Commits until the next tick (pubring_commit_end). */
+void pubring_set_tick(struct pub_ring *r, int commits);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
-void ring_wake_all(struct pub_ring *r);
+void pubring_wake_all(struct pub_ring *r);
 /* Store position and counters for inspectors (crs_stream_info): kept
  * here by every commit and stored only at a tick, a serve or a flush,
  * so the data path stores no shared line per message. */
-void ring_mirror(struct pub_ring *r);
+void pubring_mirror(struct pub_ring *r);
 /* Publish the deferred frames: their count (0: none). */
-int ring_flush(struct pub_ring *r);
+int pubring_flush(struct pub_ring *r);
 /* A padding frame of pad bytes at pos (committed even if the claim is
  * then aborted: readers step over it by its header alone). */
-void ring_pad(struct pub_ring *r, uint64_t pad);
+void pubring_pad(struct pub_ring *r, uint64_t pad);
 /* Parked subscriber k sleeps on the current signal: wake it? */
-int ring_wake_due(struct pub_ring *r, int k);
+int pubring_wake_due(struct pub_ring *r, int k);
 
 /* Bytes a message of len takes at the current position, with the
  * padding frame needed when it does not fit before the ring's end. */
-static inline uint64_t ring_need(const struct pub_ring *r, size_t len,
-				 uint64_t *pad)
+static inline uint64_t pubring_need(const struct pub_ring *r, size_t len,
+				    uint64_t *pad)
 {
 	uint64_t frame = crs_frame_size(len);
 	uint64_t off = r->pos & r->mask;
@@ -118,7 +118,7 @@ static inline uint64_t ring_need(const struct pub_ring *r, size_t len,
 
 /* Can a frame of need bytes (padding included) be written now, by the
  * cached limits? 0, -CRS_ENODEMAND or -CRS_ENOROOM. */
-static inline int ring_check(const struct pub_ring *r, uint64_t need)
+static inline int pubring_check(const struct pub_ring *r, uint64_t need)
 {
 	if (r->seq >= r->credit_limit)
 		return -CRS_ENODEMAND;
@@ -128,7 +128,7 @@ static inline int ring_check(const struct pub_ring *r, uint64_t need)
 }
 
 /* Open a claim of len bytes at the current position (checked). */
-static inline void *ring_take(struct pub_ring *r, size_t len)
+static inline void *pubring_take(struct pub_ring *r, size_t len)
 {
 	r->claim_pos = r->pos;
 	r->claim_len = len;
@@ -138,7 +138,7 @@ static inline void *ring_take(struct pub_ring *r, size_t len)
 
 /* The claim fast path: 0 with *buf, or 1 if anything is unusual (the
  * caller's slow path sorts it out; nothing was changed). */
-static inline int ring_claim(struct pub_ring *r, size_t len, void **buf)
+static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 {
 	uint64_t frame = crs_frame_size(len);
 	uint64_t off = r->pos & r->mask;
@@ -158,32 +158,32 @@ static inline int ring_claim(struct pub_ring *r, size_t len, void **buf)
 	return 0;
 }
 
-static inline void ring_abort(struct pub_ring *r)
+static inline void pubring_abort(struct pub_ring *r)
 {
 	r->claimed = 0;
 }
 
-static inline _Atomic uint64_t *ring_header(const struct pub_ring *r,
-					    uint64_t pos)
+static inline _Atomic uint64_t *pubring_header(const struct pub_ring *r,
+					       uint64_t pos)
 {
 	return (_Atomic uint64_t *)(r->ring + (pos & r->mask));
 }
 
 /* Zero the header slot at next, then publish the header word at pos:
  * the commit of one frame. */
-static inline void ring_store_header(const struct pub_ring *r, uint64_t pos,
-				     uint64_t next, uint64_t word)
+static inline void pubring_store_header(const struct pub_ring *r, uint64_t pos,
+					uint64_t next, uint64_t word)
 {
 	/* Zero the next header slot first, then publish this one: pairs
 	 * with the acquire load of the header in sub_peek() and
 	 * sub_next_slow(). A reader goes by headers alone, so this
 	 * release store is the whole commit. */
-	crs_store_relaxed(ring_header(r, next), 0);
-	crs_store_release(ring_header(r, pos), word);
+	crs_store_relaxed(pubring_header(r, next), 0);
+	crs_store_release(pubring_header(r, pos), word);
 }
 
 /* After a commit: wake subscribers parked on the current signal. */
-static inline void ring_wake_if_parked(struct pub_ring *r)
+static inline void pubring_wake_if_parked(struct pub_ring *r)
 {
 	/* Orders the header store of the commit before the loads of the
 	 * park words: pairs with the fence (or membarrier) in
@@ -192,8 +192,8 @@ static inline void ring_wake_if_parked(struct pub_ring *r)
 	for (int i = 0; i < r->nparked; i++) {
 		uint64_t w = crs_load_relaxed(r->parked[i]);
 		if ((w >> 32) && (uint32_t)w == r->signal &&
-		    ring_wake_due(r, i)) {
-			ring_wake_all(r);
+		    pubring_wake_due(r, i)) {
+			pubring_wake_all(r);
 			return;
 		}
 	}
@@ -202,24 +202,24 @@ static inline void ring_wake_if_parked(struct pub_ring *r)
 /* Count a commit (or flush): 1 if PUB_SERVE_EVERY of them are done,
  * time for the caller to mirror the figures and serve if due. A tick
  * nobody took stays due (<= 0). */
-static inline int ring_count(struct pub_ring *r)
+static inline int pubring_count(struct pub_ring *r)
 {
 	return --r->until_tick <= 0;
 }
 
-/* After a commit, or the note RING_NOTE asked for: wake parked
- * subscribers, count the commit (ring_count). */
-static inline int ring_commit_end(struct pub_ring *r)
+/* After a commit, or the note PUBRING_NOTE asked for: wake parked
+ * subscribers, count the commit (pubring_count). */
+static inline int pubring_commit_end(struct pub_ring *r)
 {
-	ring_wake_if_parked(r);
-	return ring_count(r);
+	pubring_wake_if_parked(r);
+	return pubring_count(r);
 }
 
 /* Commit len bytes of the open claim; more: defer its header to the
  * next flush (then nothing is left to do). Returns -EINVAL (no claim,
  * or longer than claimed), 0 (without more: go on with
- * ring_commit_end) or RING_NOTE. */
-static inline int ring_commit(struct pub_ring *r, size_t len, int more)
+ * pubring_commit_end) or PUBRING_NOTE. */
+static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
 	if (__builtin_expect(!r->claimed || len > r->claim_len, 0))
 		return -EINVAL;
@@ -232,10 +232,10 @@ static inline int ring_commit(struct pub_ring *r, size_t len, int more)
 		r->more = 1;
 		r->more_pos = pos;
 		r->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(ring_header(r, next), 0);
+		crs_store_relaxed(pubring_header(r, next), 0);
 	} else {
-		ring_store_header(r, pos, next,
-				  crs_frame_word(pos, (uint32_t)len));
+		pubring_store_header(r, pos, next,
+				     crs_frame_word(pos, (uint32_t)len));
 	}
 	r->pos = next;
 	r->claimed = 0;
@@ -247,7 +247,8 @@ static inline int ring_commit(struct pub_ring *r, size_t len, int more)
 		return 0;
 	}
 	if (__builtin_expect(r->notes | r->more, 0))
-		return RING_NOTE; /* the caller notes, then ring_commit_end */
+		return PUBRING_NOTE; /* the caller notes, then
+					pubring_commit_end */
 	return 0;
 }
 

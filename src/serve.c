@@ -43,8 +43,8 @@ static void rebuild_active(struct pub_control *c)
 	c->nactive = n;
 	c->slot_gen++;
 	crs_store_relaxed(&c->ring->hdr->stats.subscribers, (uint32_t)n);
-	ring_set_parked(c->ring, n, ctls);
-	ring_hold(c->ring);
+	pubring_set_parked(c->ring, n, ctls);
+	pubring_hold(c->ring);
 }
 
 void control_drop(struct pub_control *c, int i, int code)
@@ -547,7 +547,7 @@ static void mirror_stats(struct pub_control *c, int64_t now)
 	}
 	crs_store_relaxed(&c->ring->hdr->stats.served_ns, (uint64_t)now);
 	epoch_mirror(c->epoch);
-	ring_mirror(c->ring);
+	pubring_mirror(c->ring);
 }
 
 int control_serve(struct pub_control *c)
@@ -676,7 +676,7 @@ void control_recompute(struct pub_control *c)
 		credit = CRS_UNBOUNDED; /* run ahead, bounded by the ring */
 	else if (!live)
 		credit = 0; /* no subscriber, no demand: hold */
-	ring_set_limits(c->ring, credit, room);
+	pubring_set_limits(c->ring, credit, room);
 }
 
 int control_all_consumed(const struct pub_control *c)

@@ -4,7 +4,7 @@
  * last demand and position read from it) and the limits recomputed over
  * them. Above the epoch part (epoch.h) and the hot part (pubring.h),
  * which it tells of subscribers coming and going (epoch_member_add,
- * ring_set_parked) and of the limits (ring_set_limits); below the API
+ * pubring_set_parked) and of the limits (pubring_set_limits); below the API
  * (pub.h). Only serve.c writes struct pub_control.
  */
 #ifndef CRS_SERVE_H
