@@ -13,7 +13,7 @@ int park_begin(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 	int how = h->announce(ctx, ws);
 	/* Step 2: orders the announcements just stored before the loads
 	 * of the re-check; pairs with park_waker_fence() in the wakers
-	 * (wake_if_parked in pub.c, sub_publish in sub.c). */
+	 * (pubring_wake_if_parked in pubring.h, sub_publish in sub.c). */
 	crs_fence_full();
 	*nap = 0;
 	/* membarrier() stands in for the fence a registered publisher

@@ -67,8 +67,9 @@
  * the last withdrawal clears the word (sub_withdraw, pub_withdraw).
  * Each subscriber's announcement is its park word, 1 << 32 | the value
  * of data_signal it sleeps on, which the publisher's commit reads
- * (wake_if_parked in pub.c); the publisher's is pub_parked, which a
- * subscriber reads after publishing its demand (sub_publish in sub.c).
+ * (pubring_wake_if_parked in pubring.h); the publisher's is pub_parked,
+ * which a subscriber reads after publishing its demand (sub_publish in
+ * sub.c).
  * The sleeps themselves are ipc/waitset.h: one-shot entries, so an
  * entry that fired is re-armed by the next announce.
  */

@@ -9,7 +9,7 @@
  * Only pubring.h and pubring.c write struct pub_ring.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
- * then reads each subscriber's park word (wake_if_parked); the
+ * then reads each subscriber's park word (pubring_wake_if_parked); the
  * store-load order this needs comes from a full fence (fences) or,
  * when this process is registered for membarrier, from the membarrier()
  * a parking subscriber runs, which keeps the fence off this hot path.
@@ -82,8 +82,8 @@ void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
 void pubring_set_open(struct pub_ring *r, int open);
 /* Commits report PUBRING_NOTE (retention keeps age marks). */
 void pubring_set_notes(struct pub_ring *r, int notes);
-/* The limits pub_recompute found (serve.c); pubring_hold: none until the
- * next recompute (the subscriber set or the epoch changed). */
+/* The limits control_recompute found (serve.c); pubring_hold: none
+ * until the next recompute (the subscriber set or the epoch changed). */
 void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room);
 void pubring_hold(struct pub_ring *r);
 /* The subscribers whose park words commit reads: n of them, in the
@@ -143,7 +143,7 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 	uint64_t frame = crs_frame_size(len);
 	uint64_t off = r->pos & r->mask;
 	/* Everything unusual in one test: the cached limits say whether
-	 * demand and room allow it (pub_recompute refreshes them). */
+	 * demand and room allow it (control_recompute refreshes them). */
 	if (__builtin_expect(r->claimed || r->hold || len > r->max_message ||
 				     r->seq >= r->credit_limit ||
 				     r->pos + frame + CRS_FRAME_HEADER >

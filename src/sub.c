@@ -85,9 +85,10 @@ static void sub_publish(struct crs_sub *sub)
 	 * (relaxed: nothing is read behind it). */
 	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
 	/* The release stores of consumed and requested pair with the
-	 * acquire loads in pub_recompute(); the one of progress, with the
-	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
-	 * publisher that sees the new progress sees the demand behind it. */
+	 * acquire loads in control_recompute(); the one of progress, with
+	 * the acquire loads in control_progress() and
+	 * control_progress_changed(): a publisher that sees the new
+	 * progress sees the demand behind it. */
 	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
@@ -507,7 +508,7 @@ void crs_sub_cancel(crs_sub *sub)
 	sub->gap_pending = 0;
 	if (!sub->ctl)
 		return;
-	/* Read by pub_recompute(): our demand no longer holds anyone. It
+	/* Read by control_recompute(): our demand no longer holds anyone. It
 	 * loads the flag relaxed and reads nothing behind it; the release
 	 * only keeps it before sub_publish()'s progress bump, which wakes
 	 * the publisher to look. */
@@ -527,10 +528,10 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 	if (sub->opening) /* nothing mapped yet: the opener's fds */
 		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
-	 * pub_wake_all(): having seen a wake's value, we also see the
+	 * pubring_wake_all(): having seen a wake's value, we also see the
 	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
-	/* Read by wake_if_parked() (pub.c) after each commit. */
+	/* Read by pubring_wake_if_parked() after each commit. */
 	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
 	sub->parkers++;
 	int how = sub->pub_fences ? 0 : PARK_MEMBARRIER;

@@ -126,13 +126,14 @@ def module_graph(graph):
     return mods
 
 
-COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
-                     re.S)
+# Comments, string and character literals.
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*'
+                     r'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 ATTRIBUTE = re.compile(r'__attribute__\s*\(\(.*?\)\)', re.S)
 # A definition: a declarator at the start of a line, its parameters, then
 # the body's brace (no semicolon between: that would be a prototype).
-DEFINITION = re.compile(r'^([A-Za-z_][\w \t\*]*?)\b([A-Za-z_]\w*)\s*\(([^;{}]*?)\)\s*\{',
-                        re.M)
+DEFINITION = re.compile(r'^([A-Za-z_][\w \t\*]*?)\b([A-Za-z_]\w*)'
+                        r'\s*\(([^;{}]*?)\)\s*\{', re.M)
 CALL = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
 # Call cycles known and not yet layered: printed, not failed. A merged
 # subscription (src/merge.c, the multipub branch) is a crs_sub that
