@@ -310,7 +310,7 @@ static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
 	pubring_set_tick(&pub->ring, now < last ? PUB_SERVE_EVERY : 1);
 }
 
-/* PUBRING_NOTE: retention marks (replay with an age bound) and deferred
+/* pubring_noted: retention marks (replay with an age bound) and deferred
  * frames; then the rest of the commit. */
 static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 {
@@ -325,11 +325,12 @@ static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 
 static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 {
-	int r = pubring_commit(&pub->ring, len, more);
-	if (__builtin_expect(r != 0, 0))
-		return r < 0 ? r : commit_note(pub);
+	if (__builtin_expect(pubring_commit(&pub->ring, len, more) != 0, 0))
+		return -EINVAL;
 	if (more)
 		return 0; /* deferred: the flush does the rest */
+	if (__builtin_expect(pubring_noted(&pub->ring), 0))
+		return commit_note(pub);
 	if (__builtin_expect(pubring_commit_end(&pub->ring), 0))
 		commit_tick(pub);
 	return 0;

@@ -5,7 +5,8 @@
  * bottom layer of the publisher (pub.h says how the parts stack): it
  * knows nothing of subscribers' sockets, epochs or retention. The parts
  * above set what it steers by (pubring_set_limits, pubring_set_open,
- * pubring_set_parked) and act on what it reports (PUBRING_NOTE, a tick due).
+ * pubring_set_parked) and act on what it reports (pubring_noted, a tick
+ * due).
  * Only pubring.h and pubring.c write struct pub_ring.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
@@ -29,11 +30,8 @@
 
 #define PUB_SERVE_EVERY 16 /* commits between clock checks */
 
-/* What pubring_commit() returns besides 0 and -errno: note the commit
- * first (retention marks), or flush. */
-#define PUBRING_NOTE 1
-
-/* The subscribers' words commit reads to decide on a wake (wake_due). */
+/* The subscribers' words commit reads to decide on a wake (pubring_wake_due).
+ */
 struct pubring_watch {
 	const _Atomic uint64_t *consumed; /* its ctl->consumed */
 	uint64_t woke_consumed; /* consumed when its park word last made us
@@ -60,7 +58,7 @@ struct pub_ring {
 	uint64_t more_count; /* deferred messages and their bytes */
 	uint64_t more_bytes;
 	uint64_t bytes; /* payload bytes committed */
-	int notes;	/* commits are noted (PUBRING_NOTE): retention marks */
+	int notes;	/* commits are noted (pubring_noted): retention marks */
 	int fences;	/* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal; /* our copy of data_signal */
@@ -80,7 +78,7 @@ void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
 		  int fences);
 /* Claims allowed (connected) or not; a closed ring also ends a claim. */
 void pubring_set_open(struct pub_ring *r, int open);
-/* Commits report PUBRING_NOTE (retention keeps age marks). */
+/* Commits are noted (pubring_noted): retention keeps age marks. */
 void pubring_set_notes(struct pub_ring *r, int notes);
 /* The limits control_recompute found (serve.c); pubring_hold: none
  * until the next recompute (the subscriber set or the epoch changed). */
@@ -102,8 +100,6 @@ int pubring_flush(struct pub_ring *r);
 /* A padding frame of pad bytes at pos (committed even if the claim is
  * then aborted: readers step over it by its header alone). */
 void pubring_pad(struct pub_ring *r, uint64_t pad);
-/* Parked subscriber k sleeps on the current signal: wake it? */
-int pubring_wake_due(struct pub_ring *r, int k);
 
 /* Bytes a message of len takes at the current position, with the
  * padding frame needed when it does not fit before the ring's end. */
@@ -182,6 +178,32 @@ static inline void pubring_store_header(const struct pub_ring *r, uint64_t pos,
 	crs_store_release(pubring_header(r, pos), word);
 }
 
+/* Subscriber k of the parked list announced that it sleeps on the
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
+ * looks again itself) or a terminal signal (which wakes everyone
+ * unconditionally) can give it work. A park word rewritten at every
+ * commit by a hostile peer thus costs one wake, not one per commit. */
+static inline int pubring_wake_due(struct pub_ring *r, int k)
+{
+	struct pubring_watch *w = &r->watch[k];
+	/* Orders the load of the park word before the load of consumed:
+	 * pairs with the full fence in sub_publish(), which comes after
+	 * its store of consumed and before a later announcement. */
+	crs_fence_acquire();
+	uint64_t cons = crs_load_relaxed(w->consumed);
+	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
+		return 0;
+	w->woke = 1;
+	w->woke_consumed = cons;
+	return 1;
+}
+
 /* After a commit: wake subscribers parked on the current signal. */
 static inline void pubring_wake_if_parked(struct pub_ring *r)
 {
@@ -200,14 +222,14 @@ static inline void pubring_wake_if_parked(struct pub_ring *r)
 }
 
 /* Count a commit (or flush): 1 if PUB_SERVE_EVERY of them are done,
- * time for the caller to mirror the figures and serve if due. A tick
- * nobody took stays due (<= 0). */
+ * time for the caller to mirror the figures, serve if due and set the
+ * next count (pubring_set_tick): every caller does. */
 static inline int pubring_count(struct pub_ring *r)
 {
-	return --r->until_tick <= 0;
+	return --r->until_tick == 0;
 }
 
-/* After a commit, or the note PUBRING_NOTE asked for: wake parked
+/* After a commit, and the note pubring_noted asked for: wake parked
  * subscribers, count the commit (pubring_count). */
 static inline int pubring_commit_end(struct pub_ring *r)
 {
@@ -216,9 +238,9 @@ static inline int pubring_commit_end(struct pub_ring *r)
 }
 
 /* Commit len bytes of the open claim; more: defer its header to the
- * next flush (then nothing is left to do). Returns -EINVAL (no claim,
- * or longer than claimed), 0 (without more: go on with
- * pubring_commit_end) or PUBRING_NOTE. */
+ * next flush (then nothing is left to do). Returns 0 or -EINVAL (no
+ * claim, or longer than claimed). Without more, the caller goes on with
+ * pubring_commit_end, after its note if pubring_noted says so. */
 static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
 	if (__builtin_expect(!r->claimed || len > r->claim_len, 0))
@@ -244,12 +266,15 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 	if (more) {
 		r->more_count++;
 		r->more_bytes += len;
-		return 0;
 	}
-	if (__builtin_expect(r->notes | r->more, 0))
-		return PUBRING_NOTE; /* the caller notes, then
-					pubring_commit_end */
 	return 0;
+}
+
+/* After a commit: does the caller note it first (retention marks), or
+ * flush deferred frames? */
+static inline int pubring_noted(const struct pub_ring *r)
+{
+	return r->notes | r->more;
 }
 
 #endif
