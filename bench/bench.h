@@ -33,6 +33,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "toolutil.h" /* tool_parse_size, tool_json_str */
+
 #define BENCH_VERSION "0.2"
 #define MAX_SIZES 16
 #define MAX_ROUNDS 50
@@ -109,8 +111,6 @@ void shared_free(void *p, size_t len);
 void pin_to(int enabled, int cpu);
 double median(const double *v, int n);
 double pct_of(const double *v, int n, double p);
-uint64_t parse_bytes(const char *s);
-void json_str(FILE *f, const char *s);
 void read_line(const char *path, const char *key, char *buf, size_t len);
 void fmt_size(char *buf, size_t len, size_t size);
 int scenario_selected(const struct config *cfg, const char *name,

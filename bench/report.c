@@ -294,7 +294,7 @@ static void json_pattern(FILE *f, const struct config *cfg,
 				s->p90, s->p99, s->max, s->refused);
 		else {
 			fprintf(f, ", \"error\": ");
-			json_str(f, s->err);
+			tool_json_str(f, s->err);
 		}
 		fprintf(f, "}");
 	}
@@ -438,7 +438,7 @@ static void json_tp_cells(FILE *f, const struct results *res,
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"size\": %zu, "
 			   "\"subscribers\": %d, \"mode\": ",
 			i ? "," : "", c->name, c->size, c->nsubs);
-		json_str(f, tp_mode(c->name));
+		tool_json_str(f, tp_mode(c->name));
 		fprintf(f, ", \"ok\": %s, \"failed_rounds\": %d, "
 			   "\"clean_rounds\": %d, \"figures_from\": \"%s\",\n"
 			   "     \"median_msgs_per_s\": %.0f, \"median_gb_per_s\": "
@@ -500,7 +500,7 @@ static void json_tp_cells(FILE *f, const struct results *res,
 				s->waits, s->empty);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -527,7 +527,7 @@ static void json_lat(FILE *f, const struct results *res)
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", "
 			   "\"size\": %zu, \"engine\": ",
 			i ? "," : "", c->name, c->mode, c->size);
-		json_str(f, c->s[0].engine);
+		tool_json_str(f, c->s[0].engine);
 		fprintf(f, ", \"ok\": %s, \"failed_rounds\": %d, "
 			   "\"clean_rounds\": %d,\n     ",
 			c->failed ? "false" : "true", c->failed, lat_nclean(c));
@@ -565,7 +565,7 @@ static void json_lat(FILE *f, const struct results *res)
 				s->pp_after, s->cap_before, s->cap);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -587,7 +587,7 @@ static void json_wake(FILE *f, const struct config *cfg,
 		const struct wake_cell *c = &res->wake[i];
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"engine\": ",
 			i ? "," : "", c->name);
-		json_str(f, c->s[0].engine);
+		tool_json_str(f, c->s[0].engine);
 		fprintf(f, ", \"subscribers\": %d, \"ok\": %s, "
 			   "\"median_last_wake_ns\": %.0f, "
 			   "\"median_last_wake_p90_ns\": %.0f, "
@@ -606,7 +606,7 @@ static void json_wake(FILE *f, const struct config *cfg,
 				s->last_med, s->first_med, s->commit_med);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -637,7 +637,7 @@ static void json_catchup(FILE *f, const struct results *res)
 			s->memfd_populate_gbps, s->publish_gbps);
 		if (!s->ok) {
 			fprintf(f, ", \"error\": ");
-			json_str(f, s->err);
+			tool_json_str(f, s->err);
 		}
 		fprintf(f, "}");
 	}
@@ -655,15 +655,15 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		   BENCH_VERSION "\", \"crs_version\": \"%d.%d\",\n",
 		CRS_VERSION_MAJOR, CRS_VERSION_MINOR);
 	fprintf(f, "  \"machine\": {\"nproc\": %ld, \"cpu\": ", m.nproc);
-	json_str(f, m.cpu);
+	tool_json_str(f, m.cpu);
 	fprintf(f, ", \"kernel\": ");
-	json_str(f, m.kernel);
+	tool_json_str(f, m.kernel);
 	fprintf(f, ", \"clocksource\": ");
-	json_str(f, m.clocksrc);
+	tool_json_str(f, m.clocksrc);
 	fprintf(f, ", \"loadavg_start\": ");
-	json_str(f, res->load0);
+	tool_json_str(f, res->load0);
 	fprintf(f, ", \"loadavg_end\": ");
-	json_str(f, res->load1);
+	tool_json_str(f, res->load1);
 	fprintf(f, "},\n  \"config\": {\"rounds\": %d, \"quick\": %s, "
 		   "\"ring_bytes\": %" PRIu64 ", \"pin\": %s, "
 		   "\"throughput_window_s\": %.3f, \"latency_max_s\": %.3f, "
@@ -677,7 +677,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		cfg->lat_trips, cfg->idle_pause, m.pause_ns, cfg->wake_subs,
 		cfg->wake_rounds, cfg->catchup_ring, cfg->catchup_bytes,
 		cfg->catchup_msg, cfg->have_zmq ? "true" : "false");
-	json_str(f, m.rundir);
+	tool_json_str(f, m.rundir);
 	fprintf(f, "},\n  \"probe_ns\": {\"median\": %.1f, \"min\": %.1f, "
 		   "\"max\": %.1f, \"all\": [",
 		m.probe_med, m.probe_min, m.probe_max);
@@ -720,7 +720,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 	fprintf(f, "  \"targets\": [");
 	for (int i = 0; i < nt; i++) {
 		fprintf(f, "%s\n    {\"what\": ", i ? "," : "");
-		json_str(f, t[i].what);
+		tool_json_str(f, t[i].what);
 		if (t[i].known)
 			fprintf(f, ", \"value\": %.4f", t[i].value);
 		else

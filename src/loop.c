@@ -26,7 +26,7 @@
 #include "pub.h"
 #include "sub.h"
 
-#define KEYS_PER_ENTRY (CRS_MAX_SUBSCRIBERS + 2)
+#define KEYS_PER_ENTRY (CRS_SUBSCRIBERS_MAX + 2)
 #define SUB_BUDGET 256	     /* messages per subscription per round */
 #define MAX_FIRED 256
 
@@ -47,7 +47,7 @@ struct loop_entry {
 	int serve;    /* control fd fired */
 	uint32_t seen_gen;
 	uint32_t armed_gen; /* slot_gen when its waits were last armed */
-	uint32_t seen_progress[CRS_MAX_SUBSCRIBERS];
+	uint32_t seen_progress[CRS_SUBSCRIBERS_MAX];
 	/* L_FD */
 	int fd;
 	short events;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "crs-bridge.h"
+#include "toolutil.h"
 
 int bridge_out(const struct bridge_opts *o);
 int bridge_in(const struct bridge_opts *o);
@@ -39,7 +40,7 @@ static void usage(FILE *f)
 "  --subject S          the JetStream subject (required)\n"
 "  --js-stream NAME     JetStream stream holding S (CRS_ and S with _ for .)\n"
 "  --max-msgs N         stream limit: messages retained (on creation/update)\n"
-"  --max-bytes B        stream limit: bytes retained (K, M, G suffixes)\n"
+"  --max-bytes B        stream limit: bytes retained (K, M, G, T suffixes)\n"
 "  --max-age SECONDS    stream limit: age of retained messages\n"
 "  --memory             create the stream in memory instead of files\n"
 "  --window N           out: messages unacknowledged at most (1024);\n"
@@ -81,24 +82,10 @@ static int usage_error(const char *fmt, ...)
 	return 2;
 }
 
-/* A count or size with an optional K/M/G suffix (powers of 1024). */
+/* A count or size with an optional K/M/G/T suffix (toolutil.h). */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	int shift = 0;
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	}
-	if (*end || (shift && v > UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return tool_parse_size(s, 0, UINT64_MAX, out);
 }
 
 static int parse_seconds(const char *s, int64_t *ms)

@@ -36,7 +36,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <libutil.h> /* expand_number(3), from libbsd-overlay */
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -49,6 +48,7 @@
 #include <unistd.h>
 
 #include "crs/crs.h"
+#include "toolutil.h"
 
 #define EXIT_STREAM 1
 #define EXIT_USAGE 2
@@ -59,11 +59,8 @@
 #define READ_BLOCK (64 * 1024) /* line mode reads at least this much */
 #define OUT_BUF (256 * 1024)
 #define DEFAULT_RING (1ULL << 20)
-#define RING_MIN (4ULL << 10)
-#define RING_MAX (1ULL << 30)
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_TIMEOUT_S 10.0
-#define MAX_SUBSCRIBERS 64
 
 /* Long options have codes above any byte. */
 enum {
@@ -95,7 +92,6 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-#define MAX_ALLOW_UIDS CRS_ALLOW_UIDS_MAX
 #define FORMAT_MAX 256	 /* -f, after its escapes are expanded */
 
 struct cat_opts {
@@ -117,7 +113,7 @@ struct cat_opts {
 	double timeout_s;	/* -t */
 	double linger_s;	/* --linger */
 	uint32_t untethered_ms; /* --untethered */
-	uint32_t allow_uids[MAX_ALLOW_UIDS]; /* --allow-uid */
+	uint32_t allow_uids[CRS_ALLOW_UIDS_MAX]; /* --allow-uid */
 	uint32_t n_allow_uids;
 	int allow_group;	/* --allow-group */
 	uint32_t allow_gid;
@@ -256,7 +252,7 @@ static void usage(void)
 "              the epoch), %t the stream name, %% a %; \\n \\t \\r \\0 \\\\\n"
 "  -q          no informational lines on stderr\n"
 "  -h, --help  show this help\n"
-"Sizes take K, M, G suffixes (powers of 1024). Stream names use\n"
+"Sizes take K, M, G, T suffixes (powers of 1024). Stream names use\n"
 "[A-Za-z0-9._-] and start with neither '.' nor '-'. Streams live in\n"
 "$CRS_DIR, else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
 "Exit status: 0 done, 1 stream or I/O error, 2 usage error.\n",
@@ -265,15 +261,10 @@ static void usage(void)
 
 /* ---- Option parsing ---------------------------------------------------- */
 
-/* A byte count with an optional K/M/G suffix; > 0. */
+/* A byte count with an optional K/M/G/T suffix (toolutil.h); > 0. */
 static int parse_size(const char *s, uint64_t *out)
 {
-	uint64_t n;
-	errno = 0;
-	if (*s == '-' || expand_number(s, &n) < 0 || errno || n == 0)
-		return -1;
-	*out = n;
-	return 0;
+	return tool_parse_size(s, 1, UINT64_MAX, out);
 }
 
 /* A decimal count from min to max. */
@@ -341,12 +332,12 @@ static int derive_sizes(struct cat_opts *o)
 	uint64_t need = o->max_message > o->chunk ? o->max_message : o->chunk;
 	if (o->ring_bytes) {
 		uint64_t r = o->ring_bytes;
-		if (r < RING_MIN || r > RING_MAX || (r & (r - 1)))
+		if (r < CRS_RING_MIN || r > CRS_RING_MAX || (r & (r - 1)))
 			return usage_error("-r: the ring size must be a power "
 					   "of two from 4K to 1G");
 	} else {
 		o->ring_bytes = DEFAULT_RING;
-		while (o->ring_bytes / 4 < need && o->ring_bytes < RING_MAX)
+		while (o->ring_bytes / 4 < need && o->ring_bytes < CRS_RING_MAX)
 			o->ring_bytes *= 2;
 	}
 	uint64_t cap = o->ring_bytes / 4;
@@ -494,10 +485,10 @@ static int parse_id(const char *s, int group, uint32_t *out)
 
 static int take_allow_uid(struct cat_opts *o)
 {
-	if (o->n_allow_uids == MAX_ALLOW_UIDS)
+	if (o->n_allow_uids == CRS_ALLOW_UIDS_MAX)
 		return usage_error("--allow-uid: at most %d users (for more, "
 				   "--allow-group or --allow-any)",
-				   MAX_ALLOW_UIDS);
+				   CRS_ALLOW_UIDS_MAX);
 	if (parse_id(optarg, 0, &o->allow_uids[o->n_allow_uids]) < 0)
 		return usage_error("--allow-uid: no such user '%s'", optarg);
 	o->n_allow_uids++;
@@ -604,10 +595,10 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 			       : PARSE_OK;
 	case 'w':
 	case 'a':
-		return parse_count(optarg, 0, MAX_SUBSCRIBERS,
+		return parse_count(optarg, 0, CRS_SUBSCRIBERS_MAX,
 				   c == 'w' ? &o->wait_subs : &o->auto_connect)
 			       ? usage_error("-%c: bad count '%s' (0..%d)", c,
-					     optarg, MAX_SUBSCRIBERS)
+					     optarg, CRS_SUBSCRIBERS_MAX)
 			       : PARSE_OK;
 	case 'c':
 	case 'p':

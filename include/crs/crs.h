@@ -42,6 +42,12 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 #define CRS_ERRMSG_MAX 128
 /* Most uids crs_pub_opts.allow_uids can list. */
 #define CRS_ALLOW_UIDS_MAX 8
+/* Ring sizes crs_pub_opts.ring_bytes may take: a power of two from
+ * CRS_RING_MIN to CRS_RING_MAX bytes. */
+#define CRS_RING_MIN 4096ULL
+#define CRS_RING_MAX (1ULL << 30)
+/* Most subscribers one stream can hold (crs_pub_opts.max_subscribers). */
+#define CRS_SUBSCRIBERS_MAX 64
 
 /* Library error codes beyond errno (returned negated, like errno values). */
 enum {
@@ -88,10 +94,11 @@ enum crs_disconnect {
 
 struct crs_pub_opts {
 	uint32_t mode;		  /* enum crs_mode; default CRS_MODE_PUBLISH */
-	uint64_t ring_bytes;	  /* power of two, 4 KiB..1 GiB; default 1 MiB */
+	uint64_t ring_bytes;	  /* power of two, CRS_RING_MIN..CRS_RING_MAX
+				     (4 KiB..1 GiB); default 1 MiB */
 	uint32_t max_message;	  /* largest message; 0 (default): ring/4,
 				     which is also the cap */
-	uint32_t max_subscribers; /* 1..64; default 64 */
+	uint32_t max_subscribers; /* 1..CRS_SUBSCRIBERS_MAX (64); default 64 */
 	/* Who may subscribe. Always our own uid; besides: anyone
 	 * (allow_uid_any = 1), members of group allow_gid (allow_group = 1;
 	 * the peer's primary gid as the kernel reports it), and the first
