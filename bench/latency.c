@@ -188,10 +188,10 @@ static void *crs_pp_open(struct pp *p, int who)
 	e->p = p;
 	e->block = !strcmp(p->sc->mode, "block");
 	crs_loop *loop;
-	if (e->block && crs_loop_new(&loop) == 0) {
+	if (e->block && crs_loop_create(&loop) == 0) {
 		snprintf(rep->engine, sizeof(rep->engine), "%s",
 			 crs_loop_engine(loop));
-		crs_loop_free(loop);
+		crs_loop_close(loop);
 	}
 	struct crs_pub_opts po;
 	crs_pub_opts_init(&po);

@@ -64,7 +64,7 @@ struct crs_loop {
 	uint64_t fired[MAX_FIRED];
 };
 
-int crs_loop_new(crs_loop **out)
+int crs_loop_create(crs_loop **out)
 {
 	struct crs_loop *loop = calloc(1, sizeof(*loop));
 	if (!loop)
@@ -86,7 +86,7 @@ static void entry_forget(struct crs_loop *loop, int i)
 
 static void loop_withdraw(void *loop);
 
-void crs_loop_free(crs_loop *loop)
+void crs_loop_close(crs_loop *loop)
 {
 	if (!loop)
 		return;

@@ -737,7 +737,7 @@ uint64_t crs_pub_demand(crs_pub *pub)
 	return crs_credit_outstanding(pub->credit_limit, pub->seq);
 }
 
-int crs_pub_poll(crs_pub *pub)
+int crs_pub_serve(crs_pub *pub)
 {
 	int n = pub_serve(pub);
 	pub_flush_latest(pub);

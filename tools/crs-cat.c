@@ -748,14 +748,14 @@ static void on_sigpipe(void *ctx, int fd, short revents)
 /* A loop with the self-pipe in it. Returns 0 or -errno. */
 static int loop_new(crs_loop **loop)
 {
-	int err = crs_loop_new(loop);
+	int err = crs_loop_create(loop);
 	if (err) {
 		*loop = NULL;
 		return err;
 	}
 	err = crs_loop_add_fd(*loop, g_sigpipe[0], POLLIN, on_sigpipe, NULL);
 	if (err) {
-		crs_loop_free(*loop);
+		crs_loop_close(*loop);
 		*loop = NULL;
 	}
 	return err;
@@ -902,7 +902,7 @@ static int pub_put(struct pub_run *p, const void *data, size_t len)
 
 /* latest: prove that nothing is held any more. A claim of the held
  * length succeeding means demand and room are there; the flush that
- * crs_pub_poll() then makes sends a held message, unless a subscriber
+ * crs_pub_serve() then makes sends a held message, unless a subscriber
  * came or went in between (then try again at the next round). */
 static void latest_probe(struct pub_run *p)
 {
@@ -913,7 +913,7 @@ static void latest_probe(struct pub_run *p)
 	if (crs_pub_claim(p->pub, p->last_len, &buf) != 0)
 		return;
 	crs_pub_abort(p->pub);
-	if (crs_pub_poll(p->pub) == n)
+	if (crs_pub_serve(p->pub) == n)
 		p->maybe_held = 0;
 }
 
@@ -1205,7 +1205,7 @@ static void pub_loop(struct pub_run *p)
 			due = p->linger_until;
 		/* --untethered: the loop sleeps until something happens,
 		 * and a stopped subscriber makes nothing happen; look a few
-		 * times per period, so that crs_pub_poll() evicts it. */
+		 * times per period, so that crs_pub_serve() evicts it. */
 		int64_t evict_at = INT64_MAX;
 		if (p->o->untethered_ms) {
 			int64_t step = p->o->untethered_ms / 4;
@@ -1226,7 +1226,7 @@ static void pub_loop(struct pub_run *p)
 			break;
 		}
 		int64_t now = now_ms();
-		if (now >= evict_at && crs_pub_poll(p->pub) >= 0)
+		if (now >= evict_at && crs_pub_serve(p->pub) >= 0)
 			pump(p);
 		if (p->stage_at && now >= p->stage_at) {
 			/* Held a tick: read on into the stage. */
@@ -1312,7 +1312,7 @@ static int run_publisher(const struct cat_opts *o)
 			pub_loop(&p);
 	}
 	if (p.loop)
-		crs_loop_free(p.loop);
+		crs_loop_close(p.loop);
 	free(p.buf);
 	free(p.stage);
 	int rc = EXIT_SUCCESS;
@@ -1608,7 +1608,7 @@ static int sub_copy(struct sub_run *s)
 		err = crs_loop_add_sub(loop, s->sub, &sub_callbacks, s);
 	if (err) {
 		if (loop)
-			crs_loop_free(loop);
+			crs_loop_close(loop);
 		s->what = "cannot create the event loop";
 		return err;
 	}
@@ -1632,7 +1632,7 @@ static int sub_copy(struct sub_run *s)
 		}
 	}
 	if (loop)
-		crs_loop_free(loop);
+		crs_loop_close(loop);
 	if (!s->err && (err = out_flush(&s->out)) != 0) {
 		s->err = err;
 		s->what = "cannot write stdout";

@@ -317,7 +317,7 @@ int crs_pub_commit(crs_pub *pub, size_t len);
  * of a batch then appear at once, with one release store and one look
  * for sleeping subscribers, so readers do not chase the writer frame by
  * frame. Claims go on meanwhile; a claim refused for demand or room,
- * crs_pub_commit, crs_pub_offer, crs_pub_poll, the waits, a loop round
+ * crs_pub_commit, crs_pub_offer, crs_pub_serve, the waits, a loop round
  * and the end of the epoch (complete, error, disconnect, close) flush
  * first. Deferred messages count as published for demand and sequence
  * numbers; a publisher that dies before flushing never delivers them.
@@ -338,7 +338,7 @@ void crs_pub_abort(crs_pub *pub);
  * subscribers), ERROR ends the stream with ENOBUFS and returns the
  * claim's error, DROP discards the message, LATEST keeps it as the one
  * message to send once possible (replacing, and dropping, an older one;
- * it goes out at the next offer, poll, wait or loop round; if the epoch
+ * it goes out at the next offer, serve, wait or loop round; if the epoch
  * ends first, it is dropped and counted). Returns 0 (published, or
  * handled by DROP/LATEST) or the claim's errors. */
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
@@ -359,17 +359,18 @@ uint64_t crs_pub_demand(crs_pub *pub);
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
- * those that left. Claim and commit do this by themselves about once a
+ * those that left (the publisher's control work; it returns no message,
+ * unlike crs_sub_poll). Claim and commit do this by themselves about once a
  * millisecond while you publish; a publisher that publishes rarely and
  * sleeps elsewhere should poll crs_pub_fd() (or use a crs_loop), or
  * newcomers wait for its next message. Returns the number of active
  * subscribers or -errno. A child forked after crs_pub_create() inherits
  * the stream's sockets: close it or exec, or it keeps them half alive. */
-int crs_pub_poll(crs_pub *pub);
+int crs_pub_serve(crs_pub *pub);
 
 /* A file descriptor that polls readable (POLLIN) while control work is
  * waiting: a subscriber connecting, speaking or leaving. Put it in your
- * own poll/epoll loop and call crs_pub_poll() when it fires, so that new
+ * own poll/epoll loop and call crs_pub_serve() when it fires, so that new
  * subscribers are admitted promptly while you wait for something else.
  * Owned by the publisher: do not close it. */
 int crs_pub_fd(const crs_pub *pub);
@@ -525,9 +526,9 @@ typedef void (*crs_pub_ready_fn)(void *ctx, crs_pub *pub);
 typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
 
 /* Returns 0 or -ENOMEM. */
-int crs_loop_new(crs_loop **out);
+int crs_loop_create(crs_loop **out);
 /* Frees the loop; registered handles stay open and are the caller's. */
-void crs_loop_free(crs_loop *loop);
+void crs_loop_close(crs_loop *loop);
 /* "io_uring", "poll" or "futex". */
 const char *crs_loop_engine(const crs_loop *loop);
 
