@@ -732,7 +732,6 @@ uint64_t crs_pub_dropped(const crs_pub *pub)
 
 uint64_t crs_pub_demand(crs_pub *pub)
 {
-	serve_if_due(pub);
 	pub_recompute(pub);
 	return crs_credit_outstanding(pub->credit_limit, pub->seq);
 }

@@ -344,7 +344,11 @@ void crs_pub_abort(crs_pub *pub);
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
 
 /* How many messages may be published now (demand), CRS_UNBOUNDED if
- * unbounded; 0 with no subscriber. Ring room is not counted. */
+ * unbounded; 0 with no subscriber. Ring room is not counted. A getter:
+ * it reads the admitted subscribers' demand words (and, as a claim
+ * would, drops one that cancelled or broke the protocol) but does no
+ * control work, so a subscriber still connecting does not count until
+ * crs_pub_serve(), a claim, a wait or a loop round admits it. */
 uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers

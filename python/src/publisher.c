@@ -665,7 +665,8 @@ static PyGetSetDef pub_getset[] = {
 	{"dropped", (getter)pub_get_dropped, NULL,
 	 "Messages dropped by the 'drop' and 'latest' strategies.", NULL},
 	{"demand", (getter)pub_get_demand, NULL,
-	 "Messages that may be published now (crs.UNBOUNDED if unbounded).",
+	 "Messages that may be published now (crs.UNBOUNDED if unbounded), "
+	 "among the subscribers admitted so far (see serve()).",
 	 NULL},
 	{"subscribers", (getter)pub_get_subscribers, NULL,
 	 "Active subscribers, as of the last serve.", NULL},
