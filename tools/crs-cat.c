@@ -261,10 +261,15 @@ static void usage(void)
 
 /* ---- Option parsing ---------------------------------------------------- */
 
-/* A byte count with an optional K/M/G/T suffix (toolutil.h); > 0. */
-static int parse_size(const char *s, uint64_t *out)
+/* Option opt's byte count s, with an optional K/M/G/T suffix
+ * (toolutil.h), > 0: PARSE_OK, or a usage error saying what is wrong. */
+static int take_size(const char *opt, const char *s, uint64_t *out)
 {
-	return tool_parse_size(s, 1, UINT64_MAX, out);
+	int err = tool_parse_size(s, 1, UINT64_MAX, out);
+	return err ? usage_error("%s: bad size '%s' (%s)", opt, s,
+				 err == -ERANGE ? "0 or too large"
+						: tool_size_why(err))
+		   : PARSE_OK;
 }
 
 /* A decimal count from min to max. */
@@ -404,9 +409,7 @@ static int take_chunk(struct cat_opts *o, int argc, char **argv)
 	if (!arg && optind < argc && argv[optind][0] != '-')
 		arg = argv[optind++];
 	o->binary = 1;
-	if (arg && parse_size(arg, &o->chunk) < 0)
-		return usage_error("-b: bad size '%s'", arg);
-	return PARSE_OK;
+	return arg ? take_size("-b", arg, &o->chunk) : PARSE_OK;
 }
 
 /* The replay options: any of them makes a replay stream. */
@@ -420,10 +423,7 @@ static int take_replay(struct cat_opts *o, int c)
 			       ? usage_error("-R: bad count '%s'", optarg)
 			       : PARSE_OK;
 	case OPT_REPLAY_BYTES:
-		return parse_size(optarg, &o->replay_bytes)
-			       ? usage_error("--replay-bytes: bad size '%s'",
-					     optarg)
-			       : PARSE_OK;
+		return take_size("--replay-bytes", optarg, &o->replay_bytes);
 	default:
 		if (parse_seconds(optarg, &t) || t <= 0)
 			return usage_error("--replay-age: bad seconds '%s'",
@@ -589,10 +589,8 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 		return take_chunk(o, argc, argv);
 	case 'r':
 	case 'm':
-		return parse_size(optarg, c == 'r' ? &o->ring_bytes
-						   : &o->max_message) < 0
-			       ? usage_error("-%c: bad size '%s'", c, optarg)
-			       : PARSE_OK;
+		return take_size(c == 'r' ? "-r" : "-m", optarg,
+				 c == 'r' ? &o->ring_bytes : &o->max_message);
 	case 'w':
 	case 'a':
 		return parse_count(optarg, 0, CRS_SUBSCRIBERS_MAX,

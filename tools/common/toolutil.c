@@ -44,7 +44,7 @@ int tool_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 const char *tool_size_why(int err)
 {
 	return err == -ERANGE ? "out of range"
-			      : "not a size (digits, then K, M, G or T)";
+			      : "not digits with an optional K, M, G or T";
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if p does not start
