@@ -7,7 +7,8 @@
  *   throughput  1 publisher -> 1 subscriber, separate processes, message
  *               sizes 8 B .. 1 MiB: crs zero-copy, copying offer, replay
  *               mode, blocking; bare ring, in-band ring, pipe, unix
- *               socket, ZeroMQ (throughput.c, baselines.c)
+ *               socket, ZeroMQ; Aeron when built with it (throughput.c,
+ *               baselines.c, aeron.c)
  *   fanout      1 publisher -> K subscribers, blocking (throughput.c)
  *   latency     ping-pong round trips, spinning and blocking, histogram
  *               percentiles (latency.c, histo.c)
@@ -499,6 +500,7 @@ int main(int argc, char **argv)
 		err = pattern_run(&cfg, &res);
 	res.wall = (double)(now_ns() - start) / 1e9;
 	read_line("/proc/loadavg", NULL, res.load1, sizeof(res.load1));
+	aeron_driver_stop();
 	rmdir(cfg.tmpdir);
 	if (isatty(2))
 		fprintf(stderr, "\r%70s\r", "");
