@@ -60,7 +60,7 @@ struct pub_epoch {
 	struct retain retain;
 	int64_t (*clock)(void *ctx);
 	void *clock_ctx;
-	struct epoch_member members[CRS_MAX_SUBSCRIBERS];
+	struct epoch_member members[CRS_SUBSCRIBERS_MAX];
 };
 
 /* Bounds and strategies from o (checked); 0 or -ENOMEM. Then

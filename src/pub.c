@@ -39,7 +39,7 @@ void crs_pub_opts_init(struct crs_pub_opts *o)
 	o->mode = CRS_MODE_PUBLISH;
 	o->ring_bytes = DEFAULT_RING;
 	o->max_message = 0; /* ring_bytes / 4, whatever the ring */
-	o->max_subscribers = CRS_MAX_SUBSCRIBERS;
+	o->max_subscribers = CRS_SUBSCRIBERS_MAX;
 }
 
 static int opts_check(struct crs_pub_opts *o)
@@ -54,8 +54,8 @@ static int opts_check(struct crs_pub_opts *o)
 	if (o->max_message > o->ring_bytes / 4)
 		return -EINVAL;
 	if (!o->max_subscribers)
-		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
-	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
+		o->max_subscribers = CRS_SUBSCRIBERS_MAX;
+	if (o->max_subscribers > CRS_SUBSCRIBERS_MAX)
 		return -EINVAL;
 	if (!o->max_per_process) /* no process may lock the others out */
 		o->max_per_process = (o->max_subscribers + 1) / 2;
@@ -479,12 +479,11 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
 
 uint64_t crs_pub_demand(crs_pub *pub)
 {
-	serve_if_due(pub);
 	control_recompute(&pub->control);
 	return crs_credit_outstanding(pub->ring.credit_limit, pub->ring.seq);
 }
 
-int crs_pub_poll(crs_pub *pub)
+int crs_pub_serve(crs_pub *pub)
 {
 	int n = control_serve(&pub->control);
 	flush_latest(pub);
@@ -529,7 +528,7 @@ int pub_progress_changed(const struct crs_pub *pub, const uint32_t *seen)
 
 void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
 {
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++)
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++)
 		ipc_waitset_forget(ws, base + 1 + s);
 }
 
@@ -563,7 +562,7 @@ struct pub_wait {
 	int (*ready)(struct crs_pub *, uint64_t);
 	uint64_t arg;
 	uint32_t gen; /* slot_gen when the wait began */
-	uint32_t progress[CRS_MAX_SUBSCRIBERS];
+	uint32_t progress[CRS_SUBSCRIBERS_MAX];
 };
 
 static int wait_announce(void *ctx, struct ipc_waitset *ws)
@@ -599,7 +598,7 @@ static int pub_park(struct crs_pub *pub,
 	struct pub_wait w = {
 		.pub = pub, .ready = ready, .arg = arg, .gen = pub_slot_gen(pub)
 	};
-	uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+	uint64_t fired[CRS_SUBSCRIBERS_MAX + 1];
 	int64_t untethered_ns = pub->control.untethered_ns;
 	if (untethered_ns) { /* wake up to evict in time */
 		int64_t check = ipc_now_ns() + untethered_ns / 4;
@@ -607,7 +606,7 @@ static int pub_park(struct crs_pub *pub,
 			deadline = check;
 	}
 	int n = park_wait(&wait_hooks, &w, pub->ws, deadline, fired,
-			  CRS_MAX_SUBSCRIBERS + 1);
+			  CRS_SUBSCRIBERS_MAX + 1);
 	for (int k = 0; k < n; k++)
 		if (fired[k] == 0)
 			control_serve(&pub->control);

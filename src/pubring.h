@@ -64,12 +64,12 @@ struct pub_ring {
 	uint32_t signal; /* our copy of data_signal */
 	int until_tick;	 /* commits left before the next tick */
 	int nparked;
-	_Atomic uint64_t *parked[CRS_MAX_SUBSCRIBERS];
+	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
 	struct crs_data_header *hdr;
 	/* Read only when a park word says a wake may be due. */
 	int open;   /* connected: claims are allowed (epoch.c says) */
 	int replay; /* CRS_MODE_REPLAY: every claim goes the slow way */
-	struct pubring_watch watch[CRS_MAX_SUBSCRIBERS];
+	struct pubring_watch watch[CRS_SUBSCRIBERS_MAX];
 };
 
 /* The ring of ring_size bytes after hdr (already mapped). */

@@ -4,7 +4,7 @@
  * with the data memfd), drop subscribers that hung up, cancelled, broke
  * the protocol or held the stream back too long, and recompute demand
  * and room over them. Runs from claim (about once a millisecond), waits
- * and crs_pub_poll(); never from a subscriber's thread.
+ * and crs_pub_serve(); never from a subscriber's thread.
  */
 #include <errno.h>
 #include <poll.h>
@@ -32,7 +32,7 @@
  * reads, and the limits (recomputed from the new set). */
 static void rebuild_active(struct pub_control *c)
 {
-	struct crs_ctl *ctls[CRS_MAX_SUBSCRIBERS];
+	struct crs_ctl *ctls[CRS_SUBSCRIBERS_MAX];
 	int n = 0;
 	for (uint32_t i = 0; i < c->max_subscribers; i++) {
 		if (c->slots[i].used) {
@@ -124,7 +124,7 @@ int control_init(struct pub_control *c, struct pub_ring *ring,
 	c->listen_fd = listen_fd;
 	c->ep = ep;
 	c->timer_fd = c->reserve_fd = -1;
-	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
+	for (int i = 0; i < CRS_SUBSCRIBERS_MAX; i++)
 		c->slots[i].fd = c->slots[i].ctl_fd = -1;
 	for (int i = 0; i < PUB_MAX_PENDING; i++)
 		c->pending[i].fd = -1;
@@ -620,7 +620,7 @@ void control_recompute(struct pub_control *c)
 	uint64_t pos = c->ring->pos, ring_size = c->ring->ring_size;
 	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
 	int live = 0, n = c->nactive;
-	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* dropping slots edits c's */
+	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* dropping slots edits c's */
 	memcpy(active, c->active, (size_t)n);
 	for (int k = 0; k < n; k++) {
 		int i = active[k];
@@ -720,7 +720,7 @@ int control_arm(const struct pub_control *c, struct ipc_waitset *ws,
 	int how = 0;
 	if (ipc_waitset_poll(ws, base, c->ep, POLLIN))
 		how |= PARK_NAP;
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++) {
 		uint64_t key = base + 1 + s;
 		if (s < c->max_subscribers && c->slots[s].used) {
 			if (ipc_waitset_futex(ws, key,

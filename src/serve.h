@@ -72,9 +72,9 @@ struct pub_control {
 	uint32_t max_subscribers;
 	struct crs_pub_opts access; /* the allow_* fields decide admission */
 	int nactive;
-	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* slots in use, nactive of them */
+	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* slots in use, nactive of them */
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
-	struct pub_slot slots[CRS_MAX_SUBSCRIBERS];
+	struct pub_slot slots[CRS_SUBSCRIBERS_MAX];
 	struct pub_pending pending[PUB_MAX_PENDING];
 };
 
