@@ -106,7 +106,7 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->max_message = o->max_message;
 	h->max_subscribers = o->max_subscribers;
 	h->mode = o->mode;
-	h->flags = pub->fences ? CRS_SEG_PUB_FENCES : 0;
+	h->flags = CRS_SEG_PUB_FENCE_ASK | (pub->fences ? CRS_SEG_PUB_FENCES : 0);
 	h->pub_pid = getpid();
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
@@ -555,18 +555,47 @@ static int wake_due(struct crs_pub *pub, int k)
 	return 1;
 }
 
+/* wake_if_parked's slow path, from park word i on (w: its value, with
+ * a flag set): fence if asked, then wake if one sleeps on the signal. */
+static __attribute__((noinline)) void wake_parked_from(struct crs_pub *pub,
+						       int i, uint64_t w)
+{
+	int fenced = pub->fences;
+	for (;;) {
+		if ((w & CRS_PARK_FENCE) && !fenced) {
+			/* Asked for (park.h): orders the header store of
+			 * the commit before the loads of the park words
+			 * from here on; pairs with the fence in
+			 * park_begin() after sub_announce(). */
+			crs_fence_full();
+			fenced = 1;
+			w = crs_load_relaxed(pub->parked[i]);
+		}
+		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == pub->signal &&
+		    wake_due(pub, i)) {
+			pub_wake_all(pub);
+			return;
+		}
+		if (++i == pub->nparked)
+			return;
+		w = crs_load_relaxed(pub->parked[i]);
+	}
+}
+
 /* After a commit: wake subscribers parked on the current signal value. */
 static inline void wake_if_parked(struct crs_pub *pub)
 {
 	/* Orders the header store of the commit before the loads of the
-	 * park words: pairs with the fence (or membarrier) in
-	 * park_begin() after sub_announce(). */
+	 * park words: pairs with the fence in park_begin() after
+	 * sub_announce(). Registered for membarrier, a compiler fence: a
+	 * word that needs the order carries CRS_PARK_FENCE, and one
+	 * without it is covered by the membarrier() its subscriber runs
+	 * before relying on the fence (park.h). */
 	park_waker_fence(pub->fences);
 	for (int i = 0; i < pub->nparked; i++) {
 		uint64_t w = crs_load_relaxed(pub->parked[i]);
-		if ((w >> 32) && (uint32_t)w == pub->signal &&
-		    wake_due(pub, i)) {
-			pub_wake_all(pub);
+		if (__builtin_expect(w >> 32 != 0, 0)) {
+			wake_parked_from(pub, i, w);
 			return;
 		}
 	}
