@@ -42,6 +42,14 @@
 /* crs_seg_header.flags */
 #define CRS_SEG_PUB_FENCES 1u /* publisher fences every commit: subscribers
 				 need no membarrier before a long sleep */
+#define CRS_SEG_PUB_FENCE_ASK 2u /* publisher fences its commits while a
+				    park word carries CRS_PARK_FENCE */
+
+/* crs_ctl.parked, the park word (src/park.h): */
+#define CRS_PARK_ASLEEP (1ULL << 32) /* low 32 bits: the data_signal value
+					it sleeps on */
+#define CRS_PARK_FENCE (1ULL << 33)  /* fence every commit for me (kept
+					across sleeps; see park.h) */
 
 /* Written by the publisher before the segment is shared; read-only after. */
 struct crs_seg_header {
@@ -213,7 +221,8 @@ struct crs_ctl {
 	uint8_t pad4[CRS_CACHELINE - 32];
 
 	/* Line 5: park word, written by the subscriber only:
-	 * (1 << 32 | data_signal value it sleeps on), 0 when awake. */
+	 * CRS_PARK_ASLEEP | the data_signal value it sleeps on while it
+	 * sleeps, plus CRS_PARK_FENCE while it asks for commit fences. */
 	_Atomic uint64_t parked;
 	uint8_t pad5[CRS_CACHELINE - 8];
 

@@ -101,7 +101,8 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->max_message = o->max_message;
 	h->max_subscribers = o->max_subscribers;
 	h->mode = o->mode;
-	h->flags = pub->ring.fences ? CRS_SEG_PUB_FENCES : 0;
+	h->flags = CRS_SEG_PUB_FENCE_ASK |
+		   (pub->ring.fences ? CRS_SEG_PUB_FENCES : 0);
 	h->pub_pid = getpid();
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;

@@ -94,6 +94,56 @@ void pubring_wake_all(struct pub_ring *r)
 	shm_inc(&r->hdr->stats.wakes);
 }
 
+/* Subscriber k of the parked list announced that it sleeps on the
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
+ * looks again itself) or a terminal signal (which wakes everyone
+ * unconditionally) can give it work. A park word rewritten at every
+ * commit by a hostile peer thus costs one wake, not one per commit. */
+static int wake_due(struct pub_ring *r, int k)
+{
+	struct pubring_watch *w = &r->watch[k];
+	/* Orders the load of the park word before the load of consumed:
+	 * pairs with the full fence in sub_publish(), which comes after
+	 * its store of consumed and before a later announcement. */
+	crs_fence_acquire();
+	uint64_t cons = crs_load_relaxed(w->consumed);
+	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
+		return 0;
+	w->woke = 1;
+	w->woke_consumed = cons;
+	return 1;
+}
+
+void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
+{
+	int fenced = r->fences;
+	for (;;) {
+		if ((w & CRS_PARK_FENCE) && !fenced) {
+			/* Asked for (park.h): orders the header store of
+			 * the commit before the loads of the park words
+			 * from here on; pairs with the fence in
+			 * park_begin() after sub_announce(). */
+			crs_fence_full();
+			fenced = 1;
+			w = crs_load_relaxed(r->parked[i]);
+		}
+		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == r->signal &&
+		    wake_due(r, i)) {
+			pubring_wake_all(r);
+			return;
+		}
+		if (++i == r->nparked)
+			return;
+		w = crs_load_relaxed(r->parked[i]);
+	}
+}
+
 int pubring_flush(struct pub_ring *r)
 {
 	if (!r->more)

@@ -30,8 +30,8 @@
 
 #define PUB_SERVE_EVERY 16 /* commits between clock checks */
 
-/* The subscribers' words commit reads to decide on a wake (pubring_wake_due).
- */
+/* The subscribers' words commit reads to decide on a wake (wake_due in
+ * pubring.c). */
 struct pubring_watch {
 	const _Atomic uint64_t *consumed; /* its ctl->consumed */
 	uint64_t woke_consumed; /* consumed when its park word last made us
@@ -91,6 +91,10 @@ void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
 void pubring_set_tick(struct pub_ring *r, int commits);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
+/* pubring_wake_if_parked's slow path, from park word i on (w: its
+ * value, with a flag set): fence if asked, then wake if one sleeps on
+ * the signal. */
+void pubring_wake_from(struct pub_ring *r, int i, uint64_t w);
 /* Store position and counters for inspectors (crs_stream_info): kept
  * here by every commit and stored only at a tick, a serve or a flush,
  * so the data path stores no shared line per message. */
@@ -178,44 +182,20 @@ static inline void pubring_store_header(const struct pub_ring *r, uint64_t pos,
 	crs_store_release(pubring_header(r, pos), word);
 }
 
-/* Subscriber k of the parked list announced that it sleeps on the
- * current signal: is a wake due? Not if it has consumed everything
- * committed (it read this message before it parked: nothing to wake it
- * for), and not if we woke it before while it was behind and it has
- * consumed nothing since. An honest subscriber woken while behind
- * consumes up to what was committed before that wake, and publishes it
- * (at its release or in sub_idle) before it parks again; if it cannot
- * (no demand, its epoch ended), only its own request (after which it
- * looks again itself) or a terminal signal (which wakes everyone
- * unconditionally) can give it work. A park word rewritten at every
- * commit by a hostile peer thus costs one wake, not one per commit. */
-static inline int pubring_wake_due(struct pub_ring *r, int k)
-{
-	struct pubring_watch *w = &r->watch[k];
-	/* Orders the load of the park word before the load of consumed:
-	 * pairs with the full fence in sub_publish(), which comes after
-	 * its store of consumed and before a later announcement. */
-	crs_fence_acquire();
-	uint64_t cons = crs_load_relaxed(w->consumed);
-	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
-		return 0;
-	w->woke = 1;
-	w->woke_consumed = cons;
-	return 1;
-}
-
 /* After a commit: wake subscribers parked on the current signal. */
 static inline void pubring_wake_if_parked(struct pub_ring *r)
 {
 	/* Orders the header store of the commit before the loads of the
-	 * park words: pairs with the fence (or membarrier) in
-	 * park_begin() after sub_announce(). */
+	 * park words: pairs with the fence in park_begin() after
+	 * sub_announce(). Registered for membarrier, a compiler fence: a
+	 * word that needs the order carries CRS_PARK_FENCE, and one
+	 * without it is covered by the membarrier() its subscriber runs
+	 * before relying on the fence (park.h). */
 	park_waker_fence(r->fences);
 	for (int i = 0; i < r->nparked; i++) {
 		uint64_t w = crs_load_relaxed(r->parked[i]);
-		if ((w >> 32) && (uint32_t)w == r->signal &&
-		    pubring_wake_due(r, i)) {
-			pubring_wake_all(r);
+		if (__builtin_expect(w >> 32 != 0, 0)) {
+			pubring_wake_from(r, i, w);
 			return;
 		}
 	}
