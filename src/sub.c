@@ -27,6 +27,7 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
+#include "merge.h"
 #include "park.h"
 #include "sub.h"
 #include "terminal.h"
@@ -305,6 +306,7 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 	msg->data = sub->ring + (pos & sub->mask) + CRS_FRAME_HEADER;
 	msg->len = len;
 	msg->seq = seq;
+	msg->stream_id = sub->at.seg.stream_id;
 }
 
 static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
@@ -335,6 +337,8 @@ static void sub_told(struct crs_sub *sub, int r)
 
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 {
+	if (__builtin_expect(sub->merge != NULL, 0))
+		return merge_take(sub, msg, 1, 0);
 	int r = sub_poll(sub, msg);
 	if (__builtin_expect(r < 0, 0))
 		sub_told(sub, r);
@@ -380,6 +384,8 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 		 size_t max_bytes)
 {
+	if (__builtin_expect(sub->merge != NULL, 0))
+		return merge_take(sub, msgs, max, max_bytes);
 	int r = sub_take(sub, msgs, max, max_bytes);
 	if (__builtin_expect(r < 0, 0))
 		sub_told(sub, r);
@@ -401,8 +407,11 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 void crs_sub_release(crs_sub *sub)
 {
 	uint32_t n = sub->held;
-	if (!n)
+	if (!n) {
+		if (sub->merge) /* a merge holds in its members */
+			merge_release(sub);
 		return;
+	}
 	sub->held = 0;
 	sub->pos = sub->held_end;
 	sub->seq += n;
@@ -429,6 +438,8 @@ void crs_sub_release(crs_sub *sub)
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
 {
+	if (sub->merge)
+		return merge_request(sub, n);
 	if (sub->cancelled || (sub->ended && !sub->follow))
 		return 0;
 	if (n == 0) {
@@ -449,6 +460,10 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 
 void crs_sub_cancel(crs_sub *sub)
 {
+	if (sub->merge) {
+		merge_cancel(sub);
+		return;
+	}
 	if (sub->cancelled)
 		return;
 	sub->cancelled = 1;
@@ -558,6 +573,8 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
+	if (sub->merge)
+		return merge_wait(sub, timeout_ms);
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
 	unsigned step = 1;
@@ -578,6 +595,8 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max)
 {
+	if (sub->merge)
+		return merge_dispatch(sub, cb, ctx, max);
 	struct crs_msg batch[DISPATCH_BATCH];
 	size_t n = 0;
 	while (n < max) {
@@ -757,6 +776,7 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 
 static void sub_free(struct crs_sub *sub)
 {
+	merge_close(sub);
 	sub_stop_opening(sub);
 	crs_detach(&sub->at);
 	ipc_waitset_free(sub->ws);
@@ -790,9 +810,16 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
 	err = ipc_waitset_new(&sub->ws);
+	int merged = !err && merge_wanted(name, &o);
+	if (merged)
+		err = merge_open(sub, name, &o);
 	if (err) {
 		sub_free(sub);
 		return err;
+	}
+	if (merged) { /* opens its members as they are found */
+		*out = sub;
+		return 0;
 	}
 	if (o.async) {
 		crs_opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);

@@ -66,6 +66,9 @@ struct crs_sub {
 	 * forgotten, not slept on (loop.c, wait_has_work). */
 	uint32_t stream_gen;
 	uint32_t wait_gen; /* stream_gen when crs_sub_wait last armed */
+	/* A merged subscription of a shared stream (merge.c): every call
+	 * goes there; the fields above hold only its demand and end. */
+	struct crs_merge *merge;
 };
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within

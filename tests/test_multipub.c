@@ -1,0 +1,256 @@
+/*
+ * test_multipub.c - shared streams: several publisher processes into one
+ * merged subscription. 1, 2 and 8 publishers into 1 and 3 subscribers
+ * (subscriber i on the fallback wait engine when i is odd): every message
+ * exactly once, each publisher's in order, never more handed out than
+ * requested in total, completion once every publisher completed. And a
+ * publisher SIGKILLed holding a half-written claim while the others go
+ * on: its committed messages arrive whole, the others' all arrive, and
+ * the merge ends with EPIPE (at once, or after the others with
+ * delay_errors).
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#define PER_PUB 3000 /* messages per publisher */
+#define MAX_PUBS 8
+#define CHUNK 7 /* the subscriber's request(n) */
+
+enum { PUB_READY = 1, PUB_GO, CLAIMED, SUB_COUNT, SUB_END, SUB_IDS };
+
+struct pub_arg {
+	const char *name;
+	int index;
+	int subscribers;
+	int victim; /* publish 10, then die holding a half-written claim */
+	int pause;  /* publish half, wait for PUB_GO, then the rest */
+};
+
+struct payload {
+	uint64_t pub, k;
+};
+
+static int child_pub(void *argp, int chan)
+{
+	struct pub_arg *a = argp;
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.shared = 1;
+	o.ring_bytes = 64 * 1024;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(a->name, &o, &pub), 0);
+	CHECK_EQ(tu_send(chan, PUB_READY, 0), 0);
+	CHECK_EQ(crs_pub_wait_subscribers(pub, a->subscribers, 20000), 0);
+	uint64_t n = a->victim ? 10 : PER_PUB;
+	for (uint64_t k = 0; k < n; k++) {
+		if (a->pause && k == n / 2)
+			CHECK_EQ(tu_expect(chan, PUB_GO, NULL, 20000), 0);
+		struct payload p = {(uint64_t)a->index, k};
+		void *buf;
+		CHECK_EQ(crs_pub_wait(pub, sizeof(p), 20000), 0);
+		CHECK_EQ(crs_pub_claim(pub, sizeof(p), &buf), 0);
+		memcpy(buf, &p, sizeof(p));
+		CHECK_EQ(crs_pub_commit(pub, sizeof(p)), 0);
+	}
+	if (a->victim) {
+		void *buf;
+		CHECK_EQ(crs_pub_wait(pub, sizeof(struct payload), 20000), 0);
+		CHECK_EQ(crs_pub_claim(pub, sizeof(struct payload), &buf), 0);
+		memset(buf, 0xee, sizeof(struct payload) / 2);
+		CHECK_EQ(tu_send(chan, CLAIMED, 0), 0);
+		for (;;)
+			pause(); /* SIGKILLed here */
+	}
+	CHECK_EQ(crs_pub_complete(pub), 0);
+	CHECK_EQ(crs_pub_wait_consumed(pub, 20000), 0);
+	crs_pub_close(pub);
+	return 0;
+}
+
+struct sub_arg {
+	const char *name;
+	int pubs;
+	int delay_errors;
+	int victim; /* publisher index that dies after 10 messages, or -1 */
+};
+
+static int child_sub(void *argp, int chan)
+{
+	struct sub_arg *a = argp;
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.prefetch = 0; /* demand by hand: the total bound is ours */
+	o.delay_errors = a->delay_errors;
+	o.handshake_ms = -1; /* a loaded machine never fails an open */
+	crs_sub *sub;
+	CHECK_EQ(crs_sub_open(a->name, &o, &sub), 0);
+	CHECK_EQ(tu_send(chan, PUB_READY, 0), 0);
+	uint64_t next[MAX_PUBS] = {0}, ids[MAX_PUBS] = {0};
+	uint64_t requested = 0, received = 0;
+	int r;
+	for (;;) {
+		if (received == requested) {
+			/* Everything asked for came: nothing more may. */
+			struct crs_msg m;
+			r = crs_sub_poll(sub, &m);
+			CHECK(r <= 0);
+			if (r < 0)
+				break;
+			CHECK_EQ(crs_sub_request(sub, CHUNK), 0);
+			requested += CHUNK;
+		}
+		struct crs_msg m;
+		CHECK_EQ(crs_sub_wait(sub, 20000), 0);
+		r = crs_sub_poll(sub, &m);
+		if (r < 0)
+			break;
+		if (r == 0)
+			continue;
+		received++;
+		CHECK(received <= requested);
+		CHECK_EQ(m.len, sizeof(struct payload));
+		struct payload p;
+		memcpy(&p, m.data, sizeof(p));
+		CHECK(p.pub < (uint64_t)a->pubs);
+		CHECK_EQ(p.k, next[p.pub]); /* per publisher: in order, once */
+		CHECK_EQ(m.seq, p.k);
+		CHECK(m.stream_id != 0);
+		if (!ids[p.pub])
+			ids[p.pub] = m.stream_id;
+		CHECK_EQ(m.stream_id, ids[p.pub]);
+		next[p.pub]++;
+		crs_sub_release(sub);
+	}
+	CHECK_EQ(r, -CRS_EEND);
+	CHECK_EQ(crs_sub_received(sub), received);
+	for (int i = 0; i < a->pubs; i++)
+		for (int j = 0; j < i; j++)
+			CHECK(!ids[i] || ids[i] != ids[j]);
+	uint64_t total = 0;
+	for (int i = 0; i < a->pubs; i++) {
+		if (a->delay_errors || a->victim < 0 || i == a->victim)
+			CHECK_EQ(next[i],
+				 i == a->victim ? 10 : PER_PUB);
+		total += next[i];
+	}
+	CHECK_EQ(tu_send(chan, SUB_COUNT, total), 0);
+	CHECK_EQ(tu_send(chan, SUB_END, (uint64_t)crs_sub_end(sub)->code), 0);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* pubs publishers (one of them the victim if victim >= 0) into subs
+ * subscribers; each subscriber's end code must be want_end[i]. */
+static void run(int pubs, int subs, int victim, const int *delay,
+		const int *want_end)
+{
+	char name[48];
+	tu_name(name, sizeof(name), "mp");
+	struct pub_arg pa[MAX_PUBS];
+	pid_t pp[MAX_PUBS];
+	int pc[MAX_PUBS];
+	for (int i = 0; i < pubs; i++) {
+		pa[i] = (struct pub_arg){name, i, subs, i == victim,
+					 victim >= 0 && i != victim};
+		pp[i] = tu_spawn_engine(child_pub, &pa[i], &pc[i], 60, i & 1);
+		assert_int_equal(tu_expect(pc[i], PUB_READY, NULL, 20000), 0);
+	}
+	/* Every member exists now: the subscribers find them all at once,
+	 * so none can complete before the last has joined. */
+	struct sub_arg sa[3];
+	pid_t sp[3];
+	int sc[3];
+	for (int i = 0; i < subs; i++) {
+		sa[i] = (struct sub_arg){name, pubs, delay ? delay[i] : 0,
+					 victim};
+		sp[i] = tu_spawn_engine(child_sub, &sa[i], &sc[i], 60, i & 1);
+		assert_int_equal(tu_expect(sc[i], PUB_READY, NULL, 20000), 0);
+	}
+	if (victim >= 0) {
+		assert_int_equal(tu_expect(pc[victim], CLAIMED, NULL, 20000), 0);
+		tu_kill(pp[victim]);
+		for (int i = 0; i < pubs; i++)
+			if (i != victim)
+				assert_int_equal(tu_send(pc[i], PUB_GO, 0), 0);
+	}
+	for (int i = 0; i < subs; i++) {
+		uint64_t total, code;
+		assert_int_equal(tu_expect(sc[i], SUB_COUNT, &total, 30000), 0);
+		assert_int_equal(tu_expect(sc[i], SUB_END, &code, 30000), 0);
+		assert_int_equal(code, want_end ? want_end[i] : 0);
+		if (victim < 0 || (delay && delay[i]))
+			assert_int_equal(total, victim < 0
+					 ? (uint64_t)pubs * PER_PUB
+					 : (uint64_t)(pubs - 1) * PER_PUB + 10);
+		assert_int_equal(tu_wait_child(sp[i], 20000), 0);
+	}
+	for (int i = 0; i < pubs; i++) {
+		if (i != victim) {
+			/* A publisher cut off by a subscriber that ended
+			 * early still exits. */
+			int st = tu_wait_child(pp[i], 30000);
+			assert_true(st == 0 || st == TU_CHILD_FAIL);
+		}
+		close(pc[i]);
+	}
+	for (int i = 0; i < subs; i++)
+		close(sc[i]);
+}
+
+static void test_one_pub_one_sub(void **s)
+{
+	(void)s;
+	run(1, 1, -1, NULL, NULL);
+}
+
+static void test_two_pubs_three_subs(void **s)
+{
+	(void)s;
+	run(2, 3, -1, NULL, NULL);
+}
+
+static void test_eight_pubs_one_sub(void **s)
+{
+	(void)s;
+	run(8, 1, -1, NULL, NULL);
+}
+
+static void test_eight_pubs_three_subs(void **s)
+{
+	(void)s;
+	run(8, 3, -1, NULL, NULL);
+}
+
+static void test_one_pub_three_subs(void **s)
+{
+	(void)s;
+	run(1, 3, -1, NULL, NULL);
+}
+
+static void test_publisher_killed_mid_claim(void **s)
+{
+	(void)s;
+	/* Subscribers 0 and 2 delay errors: they get everything the
+	 * others publish after the kill; 1 ends with EPIPE once it sees
+	 * the death. */
+	static const int delay[3] = {1, 0, 1};
+	static const int end[3] = {EPIPE, EPIPE, EPIPE};
+	run(3, 3, 1, delay, end);
+}
+
+int main(void)
+{
+	tu_init();
+	const struct CMUnitTest tests[] = {
+		TU_TEST(test_one_pub_one_sub),
+		TU_TEST(test_one_pub_three_subs),
+		TU_TEST(test_two_pubs_three_subs),
+		TU_TEST(test_eight_pubs_one_sub),
+		TU_TEST(test_eight_pubs_three_subs),
+		TU_TEST(test_publisher_killed_mid_claim),
+	};
+	return cmocka_run_group_tests_name("multipub", tests, NULL, NULL);
+}
