@@ -143,8 +143,6 @@ static int find(const struct crs_loop *loop, int kind, const void *h, int fd)
 int crs_loop_add_sub(crs_loop *loop, crs_sub *sub,
 		     const struct crs_sub_callbacks *cb, void *ctx)
 {
-	if (sub->merge) /* merge.c has no loop hooks yet */
-		return -EOPNOTSUPP;
 	if (find(loop, L_SUB, sub, -1) >= 0)
 		return -EEXIST;
 	int i = entry_new(loop);

@@ -75,6 +75,7 @@ struct crs_merge {
 	uint32_t held_n;
 	struct crs_end first_error; /* delay_errors: code 0 until one */
 	struct ipc_waitset *ws;	    /* keys 0: directory; 2 + 2i, 3 + 2i */
+	struct ipc_waitset *loop_ws; /* the same keys, for a crs_loop */
 };
 
 int merge_wanted(const char *name, const struct crs_sub_opts *o)
@@ -192,6 +193,10 @@ static void member_close(struct crs_merge *mg, int i)
 		return;
 	ipc_waitset_forget(mg->ws, 2 + 2 * (uint64_t)i);
 	ipc_waitset_forget(mg->ws, 3 + 2 * (uint64_t)i);
+	if (mg->loop_ws) {
+		ipc_waitset_forget(mg->loop_ws, 2 + 2 * (uint64_t)i);
+		ipc_waitset_forget(mg->loop_ws, 3 + 2 * (uint64_t)i);
+	}
 	crs_sub_close(m->sub);
 	m->sub = NULL;
 	m->stashed = 0;
@@ -378,7 +383,7 @@ void merge_cancel(crs_sub *sub)
 }
 
 /* 1 if merge_take would return non-zero now. */
-static int merge_has_work(crs_sub *sub)
+int merge_has_work(crs_sub *sub)
 {
 	struct crs_merge *mg = sub->merge;
 	if (sub->ended)
@@ -428,6 +433,40 @@ static void wait_withdraw(void *ctx)
 			sub_withdraw(mg->m[i].sub);
 }
 
+/* The members' hangups among fired keys. */
+static void note_fired(struct crs_merge *mg, const uint64_t *fired, int n)
+{
+	for (int k = 0; k < n; k++) {
+		uint64_t key = fired[k];
+		int i = (int)((key - 2) / 2);
+		if (key >= 2 && (key & 1) && i < mg->n && mg->m[i].sub)
+			sub_hangup(mg->m[i].sub);
+	}
+}
+
+int merge_announce(crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
+{
+	struct crs_merge *mg = sub->merge;
+	if (!mg->loop_ws && ipc_waitset_new(&mg->loop_ws))
+		return PARK_NAP;
+	/* Take what fired (one-shot entries), then arm again. */
+	uint64_t fired[16];
+	int n;
+	while ((n = ipc_waitset_wait(mg->loop_ws, 0, fired, 16)) > 0)
+		note_fired(mg, fired, n);
+	int how = wait_announce(sub, mg->loop_ws);
+	int fd = ipc_waitset_fd(mg->loop_ws);
+	if (fd < 0 || ipc_waitset_submit(mg->loop_ws, 0) ||
+	    ipc_waitset_poll(ws, base, fd, POLLIN))
+		how |= PARK_NAP;
+	return how;
+}
+
+void merge_withdraw(crs_sub *sub)
+{
+	wait_withdraw(sub);
+}
+
 static const struct park_hooks wait_hooks = {
 	.announce = wait_announce,
 	.has_work = wait_has_work,
@@ -452,12 +491,7 @@ int merge_wait(crs_sub *sub, int timeout_ms)
 		}
 		uint64_t fired[16];
 		int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired, 16);
-		for (int k = 0; k < n; k++) {
-			uint64_t key = fired[k];
-			int i = (int)((key - 2) / 2);
-			if (key >= 2 && (key & 1) && i < mg->n && mg->m[i].sub)
-				sub_hangup(mg->m[i].sub);
-		}
+		note_fired(mg, fired, n);
 	}
 }
 
@@ -549,6 +583,8 @@ void merge_close(crs_sub *sub)
 	ipc_close(mg->watch_fd);
 	if (mg->ws)
 		ipc_waitset_free(mg->ws);
+	if (mg->loop_ws)
+		ipc_waitset_free(mg->loop_ws);
 	ipc_rundir_close(&mg->dir);
 	free(mg);
 	sub->merge = NULL;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "crs/crs.h"
+#include "ipc/waitset.h"
 
 struct crs_merge;
 
@@ -27,6 +28,12 @@ void merge_cancel(crs_sub *sub);
 int merge_wait(crs_sub *sub, int timeout_ms);
 int merge_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		   void *ctx, size_t max);
+/* sub.h's hooks for crs_loop (and crs_sub_wait). A loop gets one key
+ * for the whole merge: the fd of a waitset of its own, armed on every
+ * member. */
+int merge_has_work(crs_sub *sub);
+int merge_announce(crs_sub *sub, struct ipc_waitset *ws, uint64_t base);
+void merge_withdraw(crs_sub *sub);
 /* Close the members and free the merge (sub itself stays). */
 void merge_close(crs_sub *sub);
 

@@ -489,12 +489,16 @@ void crs_sub_cancel(crs_sub *sub)
 
 int sub_has_work(struct crs_sub *sub)
 {
+	if (sub->merge)
+		return merge_has_work(sub);
 	uint64_t len;
 	return sub_next(sub, &len) != 0;
 }
 
 int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
+	if (sub->merge)
+		return merge_announce(sub, ws, base);
 	if (sub->opening) /* nothing mapped yet: the opener's fds */
 		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
@@ -518,6 +522,10 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 
 void sub_withdraw(struct crs_sub *sub)
 {
+	if (sub->merge) {
+		merge_withdraw(sub);
+		return;
+	}
 	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
 	crs_store_relaxed(&sub->ctl->parked, 0);
@@ -527,6 +535,8 @@ void sub_withdraw(struct crs_sub *sub)
 
 void sub_hangup(struct crs_sub *sub)
 {
+	if (sub->merge) /* its members' hangups are merge_announce's */
+		return;
 	/* Look before believing it: the key may have fired for what it
 	 * watched before (the opener's timer, an old stream's socket). */
 	if (!sub->opening && !sub->pub_dead &&

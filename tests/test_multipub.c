@@ -75,11 +75,75 @@ struct sub_arg {
 	int pubs;
 	int delay_errors;
 	int victim; /* publisher index that dies after 10 messages, or -1 */
+	int loop;   /* read through a crs_loop (prefetch 16) */
 };
+
+struct loop_state {
+	int pubs;
+	uint64_t next[MAX_PUBS];
+	int ended, code;
+};
+
+static void loop_next(void *ctx, const struct crs_msg *m)
+{
+	struct loop_state *st = ctx;
+	struct payload p;
+	CHECK_EQ(m->len, sizeof(p));
+	memcpy(&p, m->data, sizeof(p));
+	CHECK(p.pub < (uint64_t)st->pubs);
+	CHECK_EQ(p.k, st->next[p.pub]);
+	st->next[p.pub]++;
+}
+
+static void loop_complete(void *ctx)
+{
+	struct loop_state *st = ctx;
+	st->ended++;
+}
+
+static void loop_error(void *ctx, int code, const char *message)
+{
+	struct loop_state *st = ctx;
+	(void)message;
+	st->ended++;
+	st->code = code;
+}
+
+/* The same through a crs_loop: the merge as one registration. */
+static int loop_sub(struct sub_arg *a, int chan)
+{
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.prefetch = 16;
+	o.handshake_ms = -1;
+	crs_sub *sub;
+	crs_loop *loop;
+	CHECK_EQ(crs_sub_open(a->name, &o, &sub), 0);
+	CHECK_EQ(crs_loop_new(&loop), 0);
+	struct loop_state st = {.pubs = a->pubs};
+	struct crs_sub_callbacks cb = {loop_next, loop_complete, loop_error,
+				       NULL};
+	CHECK_EQ(crs_loop_add_sub(loop, sub, &cb, &st), 0);
+	CHECK_EQ(tu_send(chan, PUB_READY, 0), 0);
+	int64_t deadline = tu_now_ms() + 30000;
+	while (!st.ended && tu_now_ms() < deadline)
+		CHECK(crs_loop_run(loop, 1000) >= 0);
+	CHECK_EQ(st.ended, 1);
+	uint64_t total = 0;
+	for (int i = 0; i < a->pubs; i++)
+		total += st.next[i];
+	CHECK_EQ(tu_send(chan, SUB_COUNT, total), 0);
+	CHECK_EQ(tu_send(chan, SUB_END, (uint64_t)st.code), 0);
+	crs_loop_free(loop);
+	crs_sub_close(sub);
+	return 0;
+}
 
 static int child_sub(void *argp, int chan)
 {
 	struct sub_arg *a = argp;
+	if (a->loop)
+		return loop_sub(a, chan);
 	struct crs_sub_opts o;
 	crs_sub_opts_init(&o);
 	o.prefetch = 0; /* demand by hand: the total bound is ours */
@@ -144,6 +208,8 @@ static int child_sub(void *argp, int chan)
 
 /* pubs publishers (one of them the victim if victim >= 0) into subs
  * subscribers; each subscriber's end code must be want_end[i]. */
+static int use_loop;
+
 static void run(int pubs, int subs, int victim, const int *delay,
 		const int *want_end)
 {
@@ -165,7 +231,7 @@ static void run(int pubs, int subs, int victim, const int *delay,
 	int sc[3];
 	for (int i = 0; i < subs; i++) {
 		sa[i] = (struct sub_arg){name, pubs, delay ? delay[i] : 0,
-					 victim};
+					 victim, use_loop};
 		sp[i] = tu_spawn_engine(child_sub, &sa[i], &sc[i], 60, i & 1);
 		assert_int_equal(tu_expect(sc[i], PUB_READY, NULL, 20000), 0);
 	}
@@ -241,6 +307,14 @@ static void test_publisher_killed_mid_claim(void **s)
 	run(3, 3, 1, delay, end);
 }
 
+static void test_four_pubs_loop(void **s)
+{
+	(void)s;
+	use_loop = 1;
+	run(4, 3, -1, NULL, NULL);
+	use_loop = 0;
+}
+
 int main(void)
 {
 	tu_init();
@@ -251,6 +325,7 @@ int main(void)
 		TU_TEST(test_eight_pubs_one_sub),
 		TU_TEST(test_eight_pubs_three_subs),
 		TU_TEST(test_publisher_killed_mid_claim),
+		TU_TEST(test_four_pubs_loop),
 	};
 	return cmocka_run_group_tests_name("multipub", tests, NULL, NULL);
 }
