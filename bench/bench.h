@@ -57,7 +57,8 @@ enum section {
 	SEC_LAT = 4,	 /* ping-pong latency */
 	SEC_WAKE = 8,	 /* wake fan-out */
 	SEC_CATCHUP = 16, /* replay catch-up */
-	SEC_PATTERN = 32  /* the user's pattern: only when asked for */
+	SEC_PATTERN = 32, /* the user's pattern: only when asked for */
+	SEC_MULTIPUB = 64 /* shared streams, 1/2/4 publishers: when asked */
 };
 
 struct config {
@@ -446,6 +447,7 @@ int lat_known(const char *name); /* a latency scenario's name */
 int wake_run(const struct config *cfg, struct results *res);
 int catchup_run(const struct config *cfg, struct results *res);
 int pattern_run(const struct config *cfg, struct results *res);
+int multipub_run(const struct config *cfg, struct results *res);
 
 /* Throughput transports (throughput.c and baselines.c). A transfer has
  * one sender and nrecv receivers, each in its own process. */
