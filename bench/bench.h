@@ -480,6 +480,10 @@ struct tp_scn {
 	int spin_us;	    /* crs: spin_us for both sides */
 	int replay;	    /* crs: CRS_MODE_REPLAY */
 	int offer;	    /* crs: copying crs_pub_offer */
+	int batch;	    /* crs: crs_pub_commit_more + crs_pub_flush every
+			       BATCH; crs_sub_take of up to BATCH */
+	int defaults;	    /* crs: the subscriber's prefetch as
+			       crs_sub_opts_init leaves it */
 	int is_default;
 	int spins;	    /* sender or receiver busy-polls */
 	int fan;	    /* usable for fan-out */

@@ -57,6 +57,8 @@ static int pat_send(void *arg, int idx)
 			crs_pub_close(pub);
 		return 1;
 	}
+	/* Tells pat_round the window may open. */
+	atomic_store(&r->ctl->nready, 1);
 	/* A burst every burst/rate seconds, from now on. */
 	int64_t period = cfg->pat_rate > 0 ? (int64_t)(1e9 * cfg->pat_burst /
 						       cfg->pat_rate)
@@ -193,6 +195,13 @@ static void pat_round(const struct config *cfg, unsigned id,
 	pids[0] = spawn(cfg, 0, pat_send, &r, 0);
 	for (int k = 1; k <= nsubs; k++)
 		pids[k] = spawn(cfg, 1, pat_recv, &r, k);
+	/* The window opens once the publisher has its subscribers: on a
+	 * loaded machine forking and handshakes can outlast a short window. */
+	int64_t give_up = now_ns() + WATCHDOG_NS;
+	while (!atomic_load(&r.ctl->nready) &&
+	       !__atomic_load_n(&r.ctl->rep[0].err, __ATOMIC_RELAXED) &&
+	       now_ns() < give_up)
+		sleep_ns(1000000);
 	sleep_ns((int64_t)(cfg->tp_secs * 1e9));
 	atomic_store(&r.ctl->stop, 1);
 	int failed = reap_all(pids, 1 + nsubs, now_ns() + WATCHDOG_NS);

@@ -38,7 +38,7 @@ import time
 import crs
 from crs import _crs
 
-COUNTS = {32: 1_000_000, 4096: 200_000, 1 << 20: 2_000}
+COUNTS = {32: 1_000_000, 4096: 200_000, 1 << 20: 5_000}
 PREFETCH = 1024
 BATCH = 1024
 
@@ -165,7 +165,7 @@ def main():
                     help="a tenth of the messages, one round (smoke run)")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--sizes", default="32,4096,1048576")
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="repeat each pair, report the median")
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--impl", help=argparse.SUPPRESS)
@@ -184,11 +184,18 @@ def main():
         if a.quick:
             count //= 10
         rates = {}
-        for pub_impl, sub_impl in pairs_for(size):
-            secs = [one_run(size, pub_impl, sub_impl, count,
-                            f"pybench-{size}-{pub_impl}-{sub_impl}-{r}")
-                    for r in range(rounds)]
-            s = statistics.median(secs)
+        pairs = pairs_for(size)
+        # rounds outermost: each Python run sits between C runs of the
+        # same round, so a machine that speeds up or slows down during
+        # the run shifts both sides of a ratio alike
+        secs = {pair: [] for pair in pairs}
+        for r in range(rounds):
+            for pub_impl, sub_impl in pairs:
+                secs[(pub_impl, sub_impl)].append(one_run(
+                    size, pub_impl, sub_impl, count,
+                    f"pybench-{size}-{pub_impl}-{sub_impl}-{r}"))
+        for pub_impl, sub_impl in pairs:
+            s = statistics.median(secs[(pub_impl, sub_impl)])
             rate = count / s
             rates[(pub_impl, sub_impl)] = rate
             runs.append({"size": size, "publisher": pub_impl,

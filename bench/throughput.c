@@ -24,6 +24,7 @@
 #include "crs/crs.h"
 
 #define PUB_SPINS_BEFORE_WAIT (1u << 20)
+#define BATCH 64 /* batch scenarios: messages per flush and per take */
 #define STUCK_NS (20LL * 1000000000LL)
 
 static inline void idle(const struct config *cfg)
@@ -106,10 +107,15 @@ static int crs_send(struct xfer *x)
 			}
 		}
 		fill_msg(buf, size, seq);
-		err = crs_pub_commit(pub, size);
+		if (!sc->batch)
+			err = crs_pub_commit(pub, size);
+		else if ((err = crs_pub_commit_more(pub, size)) == 0 &&
+			 (seq + 1) % BATCH == 0)
+			crs_pub_flush(pub);
 		if (err)
 			goto fail;
 	}
+	crs_pub_flush(pub);
 	free(copy);
 	rep->total = seq;
 	rep->refused_demand = nd;
@@ -139,12 +145,13 @@ static int crs_recv(struct xfer *x, int idx)
 	const size_t size = x->size;
 	struct crs_sub_opts so;
 	crs_sub_opts_init(&so);
-	so.prefetch = sc->prefetch;
+	if (!sc->defaults)
+		so.prefetch = sc->prefetch;
 	so.wait_ms = 20000;
 	so.spin_us = sc->spin_us;
 	crs_sub *sub = NULL;
 	int err = crs_sub_open(x->name, &so, &sub);
-	if (!err && !sc->prefetch)
+	if (!err && !sc->prefetch && !sc->defaults)
 		err = crs_sub_request(sub, sc->request);
 	if (err) {
 		rep_err(rep, err, "subscribe: %s", crs_strerror(err));
@@ -155,15 +162,19 @@ static int crs_recv(struct xfer *x, int idx)
 	win_init(&w, x->ctl, idx, x->warmup, size);
 	uint64_t seq = 0, sum = 0, bad = 0, empty = 0;
 	int64_t deadline = now_ns() + WATCHDOG_NS;
-	struct crs_msg msg;
+	struct crs_msg msgs[BATCH];
 	for (;;) {
-		int n = crs_sub_poll(sub, &msg);
-		if (n == 1) {
-			if (msg.len != size || msg.seq != seq ||
-			    !read_msg(msg.data, msg.len, seq, &sum))
-				bad++;
+		int n = sc->batch ? crs_sub_take(sub, msgs, BATCH, 0)
+				  : crs_sub_poll(sub, &msgs[0]);
+		if (n >= 1) {
+			for (int i = 0; i < n; i++) {
+				const struct crs_msg *m = &msgs[i];
+				if (m->len != size || m->seq != seq ||
+				    !read_msg(m->data, m->len, seq, &sum))
+					bad++;
+				rx_tick(&w, ++seq);
+			}
 			crs_sub_release(sub);
-			rx_tick(&w, ++seq);
 			continue;
 		}
 		if (n < 0) {
@@ -207,7 +218,8 @@ static int crs_setup(struct xfer *x)
 const struct tp_scn crs_tp_scns[] = {
 	{ .name = "crs-spin-p128", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "zero-copy: claim, write in place, commit; poll, read in "
-		  "place, release; prefetch 128 (the default)",
+		  "place, release; prefetch 128 (the default until "
+		  "2026-12)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 128, .is_default = 1 },
 	{ .name = "crs-offer-p128", .kind = "crs", .spins = 1,
@@ -228,6 +240,17 @@ const struct tp_scn crs_tp_scns[] = {
 		  "refused, default spin_us (20 us of polling first)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .prefetch = 128, .blocking = 1, .is_default = 1 },
+	{ .name = "crs-defaults", .kind = "crs", .spins = 1, .mode = "both spin",
+	  .desc = "as crs-spin-p128 with the subscriber's prefetch as "
+		  "crs_sub_opts_init sets it (16384)",
+	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
+	  .defaults = 1, .is_default = 1 },
+	{ .name = "crs-batch", .kind = "crs", .spins = 1, .mode = "both spin",
+	  .desc = "batch API with default prefetch: crs_pub_commit_more, "
+		  "crs_pub_flush every 64; crs_sub_take of up to 64, one "
+		  "crs_sub_release per batch",
+	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
+	  .defaults = 1, .batch = 1, .is_default = 1 },
 	{ .name = "crs-spin-unbounded", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with prefetch 0 and "
 		  "crs_sub_request(CRS_UNBOUNDED)",

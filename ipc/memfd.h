@@ -7,17 +7,17 @@
 
 #include <stddef.h>
 
-/* Seals of the data segment: fixed size, no new writable mappings. */
-#define IPC_SEALS_READONLY 1
-/* Seals of a control segment: fixed size only (both sides write). */
-#define IPC_SEALS_FIXED 0
+#include "compiler.h"
 
-int ipc_memfd_create(const char *name, size_t size);
-int ipc_memfd_seal(int fd, int readonly);
+CRS_MUST_USE int ipc_memfd_create(const char *name, size_t size);
+/* readonly: the data segment's seals (fixed size, no new writable
+ * mappings); otherwise a control segment's (fixed size only: both sides
+ * write). */
+CRS_MUST_USE int ipc_memfd_seal(int fd, int readonly);
 /* 0 if fd carries at least the seals of the given kind and is size bytes. */
-int ipc_memfd_check(int fd, size_t size, int readonly);
-int ipc_memfd_size(int fd, size_t *size);
-int ipc_map(int fd, size_t size, int writable, void **out);
+CRS_MUST_USE int ipc_memfd_check(int fd, size_t size, int readonly);
+CRS_MUST_USE int ipc_memfd_size(int fd, size_t *size);
+CRS_MUST_USE int ipc_map(int fd, size_t size, int writable, void **out);
 void ipc_unmap(void *addr, size_t size);
 void ipc_close(int fd);
 

@@ -6,8 +6,10 @@
 
 #include <sys/types.h>
 
+#include "compiler.h"
+
 /* A pidfd for pid, or -errno (-ESRCH if it is gone already). */
-int ipc_pidfd_open(pid_t pid);
+CRS_MUST_USE int ipc_pidfd_open(pid_t pid);
 /* 1 if the process behind pidfd is still running, 0 if it exited. */
 int ipc_pidfd_alive(int pidfd);
 

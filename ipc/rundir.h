@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
+#include "compiler.h"
+
 #define IPC_RUNDIR_MAX 256
 
 struct ipc_rundir {
@@ -29,20 +31,20 @@ struct ipc_rundir {
  * nobody else may write to. Returns 0 (d->fd open) or -errno: -ELOOP (a
  * symlink), -ENOTDIR, -EPERM (unsafe owner or mode), -ENAMETOOLONG;
  * d->why and d->st then say what was found. */
-int ipc_rundir_open(struct ipc_rundir *d, int create);
+CRS_MUST_USE int ipc_rundir_open(struct ipc_rundir *d, int create);
 void ipc_rundir_close(struct ipc_rundir *d);
 
 /* Take the exclusive lock file leaf in dirfd (never through a symlink)
  * and write our pid into it. Returns its fd (keep it open for the life
  * of the owner), -EEXIST if a live process holds it, -errno. */
-int ipc_lock_take(int dirfd, const char *leaf);
+CRS_MUST_USE int ipc_lock_take(int dirfd, const char *leaf);
 /* The pid written by the holder of lock leaf, or 0 if unknown. */
-int ipc_lock_owner(int dirfd, const char *leaf);
+CRS_MUST_USE int ipc_lock_owner(int dirfd, const char *leaf);
 
 /* Names of entries in dirfd ending in suffix (suffix removed), sorted.
  * Fills up to max names of at most name_size bytes each; returns the
  * number found or -errno. */
-int ipc_dir_list(int dirfd, const char *suffix, char *names,
-		 size_t name_size, int max);
+CRS_MUST_USE int ipc_dir_list(int dirfd, const char *suffix, char *names,
+			      size_t name_size, int max);
 
 #endif

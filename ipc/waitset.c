@@ -328,8 +328,8 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
 
 /* Sleep on up to n words (all the same to the caller: any may fire)
  * until the absolute CLOCK_MONOTONIC time tp (NULL: none). Returns the
- * index of a word woken or found changed, -1 for nothing (timeout,
- * EAGAIN, a wake without index), or -errno. */
+ * index of a word woken, -1 for nothing (timeout, a wake without
+ * index), -EAGAIN when a word differed from its value, or -errno. */
 static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
 		       const struct timespec *tp)
 {
@@ -342,9 +342,7 @@ static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
 			ws->waitv_ok = 0; /* gone after all: plain futex */
 			return -1;
 		}
-		return errno == EAGAIN || errno == ETIMEDOUT || errno == EINTR
-			       ? (errno == EINTR ? -EINTR : -1)
-			       : -errno;
+		return errno == ETIMEDOUT ? -1 : -errno; /* -EAGAIN: moved */
 	}
 	/* FUTEX_WAIT takes a relative timeout; WAIT_BITSET an absolute one
 	 * on CLOCK_MONOTONIC, which keeps the deadline exact. */
@@ -353,9 +351,7 @@ static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
 			 FUTEX_BITSET_MATCH_ANY);
 	if (r == 0)
 		return 0;
-	return errno == EAGAIN || errno == ETIMEDOUT ? -1
-	       : errno == EINTR			      ? -EINTR
-						      : -errno;
+	return errno == ETIMEDOUT ? -1 : -errno; /* -EAGAIN: moved */
 }
 
 /* Wait for entries es[0, cap) (ws's own, or the watcher's copy; w is
@@ -389,7 +385,13 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 			struct entry *e = &es[k];
 			if (!e->armed)
 				continue;
-			if (e->kind == K_FUTEX) {
+			if (e->kind == K_FUTEX && w) {
+				/* The watcher runs while its caller may unmap
+				 * a word (a slot dropped, a stream left, both
+				 * between runs): only the kernel reads them
+				 * here (moved: -EAGAIN; gone: -EFAULT). */
+				fkey[nf++] = k;
+			} else if (e->kind == K_FUTEX) {
 				/* Pairs with the waker's release store of the
 				 * word (pub_wake_all, sub_publish in src/). */
 				uint32_t now = __atomic_load_n(
@@ -476,6 +478,13 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 		if (r >= 0 && (uint32_t)r < nv) {
 			es[vkey[r]].armed = 0;
 			fired[n++] = vkey[r];
+			goto out;
+		}
+		if (r == -EAGAIN && (!w || atomic_load(&w->stop)))
+			continue; /* the next look finds what moved */
+		if (r == -EAGAIN) { /* a word of the window moved */
+			es[vkey[extra]].armed = 0;
+			fired[n++] = vkey[extra];
 			goto out;
 		}
 		if (r == -EINTR) {

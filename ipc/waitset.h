@@ -17,9 +17,11 @@
 
 #include <stdint.h>
 
+#include "compiler.h"
+
 struct ipc_waitset;
 
-int ipc_waitset_new(struct ipc_waitset **out);
+CRS_MUST_USE int ipc_waitset_new(struct ipc_waitset **out);
 void ipc_waitset_free(struct ipc_waitset *ws);
 const char *ipc_waitset_engine(const struct ipc_waitset *ws);
 /* Pollable fd that turns readable when an entry fired (the fallback
@@ -28,11 +30,11 @@ int ipc_waitset_fd(struct ipc_waitset *ws);
 
 /* Arm key to fire when *addr != val or on a wake. Re-arming an armed key
  * with the same word and value keeps the pending wait. 0 or -errno. */
-int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
-		      uint32_t val);
+CRS_MUST_USE int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key,
+				   const void *addr, uint32_t val);
 /* Arm key to fire when fd has any of events (POLLIN, POLLRDHUP...). */
-int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
-		     short events);
+CRS_MUST_USE int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
+				  short events);
 /* Disarm and forget key (its fd or word may go away after this). */
 void ipc_waitset_forget(struct ipc_waitset *ws, uint64_t key);
 
@@ -45,7 +47,7 @@ int ipc_waitset_submit(struct ipc_waitset *ws, int kick);
  * (CLOCK_MONOTONIC ns; INT64_MAX none; 0 or a past deadline: do not
  * block). Stores up to max fired keys; returns their count, 0 at the
  * deadline, -EINTR when a signal arrived first, or -errno. */
-int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
-		     int max);
+CRS_MUST_USE int ipc_waitset_wait(struct ipc_waitset *ws, int64_t deadline,
+				  uint64_t *fired, int max);
 
 #endif

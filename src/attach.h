@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "handshake.h"
+#include "ipc/compiler.h"
 #include "layout.h"
 
 struct crs_attach {
@@ -32,8 +33,8 @@ struct crs_attach {
  * went wrong. Returns 0 or -errno / -CRS_E*: -ENOENT no such stream,
  * -ECONNREFUSED a stale one (publisher died), -ETIMEDOUT, the code of a
  * REJECT, -EMFILE (no descriptors left for the memfds). */
-int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
-	       struct crs_attach *a);
+CRS_MUST_USE int crs_attach(const char *name, uint32_t role, int wait_ms,
+			    int handshake_ms, struct crs_attach *a);
 void crs_detach(struct crs_attach *a);
 
 /* The same in steps, for an open that must not block (opener.c). One
@@ -44,10 +45,11 @@ void crs_detach(struct crs_attach *a);
  * sock, also on failure), and once sock is readable the WELCOME (or a
  * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the
  * mappings. On failure nothing is left open; crs_errmsg() says why. */
-int crs_attach_connect(const char *name, char *dir, size_t dir_size);
-int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
-		     const char *name);
-int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
-		       int64_t deadline);
+CRS_MUST_USE int crs_attach_connect(const char *name, char *dir,
+				    size_t dir_size);
+CRS_MUST_USE int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
+				  const char *name);
+CRS_MUST_USE int crs_attach_welcome(struct crs_attach *a, const char *name,
+				    uint32_t role, int64_t deadline);
 
 #endif

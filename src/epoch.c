@@ -88,7 +88,7 @@ int64_t crs_pub_connect(crs_pub *pub)
 	}
 	crs_retain_reset(&pub->retain, pub->pos, pub->seq, pub->bytes);
 	crs_terminal_put(&pub->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
-	crs_store_relaxed(&pub->hdr->stats.state, 0u);
+	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
 	crs_store_relaxed(&pub->hdr->stats.epoch, pub->epoch);
 	pub->credit_limit = pub->room_limit = 0; /* recompute */
 	return (int64_t)pub->epoch;
@@ -110,8 +110,6 @@ void pub_auto_connect(struct crs_pub *pub)
 	if (waiting >= pub->auto_connect)
 		crs_pub_connect(pub);
 }
-
-void pub_wake_all(struct crs_pub *pub);
 
 /* End the current epoch for its subscribers at the current position,
  * with a terminal record of state (DETACHED: silently). */
@@ -153,7 +151,9 @@ static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
 	crs_terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
 			 message);
 	crs_store_relaxed(&pub->hdr->stats.state,
-			  state == CRS_TERM_COMPLETE ? 1u : 2u);
+			  state == CRS_TERM_COMPLETE
+				  ? (uint32_t)CRS_STATS_COMPLETED
+				  : (uint32_t)CRS_STATS_FAILED);
 	pub->state = PUB_TERMINATED;
 	return 0;
 }
@@ -187,7 +187,8 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
 		break;
 	}
 	pub->state = PUB_IDLE;
-	crs_store_relaxed(&pub->hdr->stats.state, 3u);
+	/* Still here and free to connect again: live, not closed. */
+	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
 	return 0;
 }
 

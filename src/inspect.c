@@ -98,10 +98,10 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 		f->end_code = t.code;
 		memcpy(f->end_message, t.message, sizeof(f->end_message));
 	}
-	f->state = state == 1	? CRS_STREAM_COMPLETED
-		 : state == 2	? CRS_STREAM_FAILED
-		 : state == 3	? CRS_STREAM_CLOSED
-				: CRS_STREAM_LIVE;
+	f->state = state == CRS_STATS_COMPLETED ? CRS_STREAM_COMPLETED
+		 : state == CRS_STATS_FAILED	? CRS_STREAM_FAILED
+		 : state == CRS_STATS_CLOSED	? CRS_STREAM_CLOSED
+						: CRS_STREAM_LIVE;
 	/* Gone without closing is dead; closed and gone stays closed. */
 	if (f->state != CRS_STREAM_CLOSED && in->pidfd >= 0 &&
 	    !ipc_pidfd_alive(in->pidfd))

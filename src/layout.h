@@ -49,7 +49,7 @@
 struct crs_seg_header {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t header_size; /* CRS_RING_OFFSET */
+	uint32_t pad0; /* 0 (ring_offset says where the ring starts) */
 	uint64_t segment_size;
 	uint64_t ring_offset;
 	uint64_t ring_size;
@@ -111,6 +111,17 @@ struct crs_terminal {
 };
 _Static_assert(sizeof(struct crs_terminal) == 192, "terminal size");
 
+/* crs_pub_stats.state, for inspectors (crs_stream_state). A publisher
+ * between epochs (before its first connect, or after a disconnect) is
+ * live: it is there and may connect again. Closed is crs_pub_close()
+ * alone, so a disconnected publisher that dies reads as dead. */
+enum crs_stats_state {
+	CRS_STATS_LIVE = 0,
+	CRS_STATS_COMPLETED = 1,
+	CRS_STATS_FAILED = 2,
+	CRS_STATS_CLOSED = 3,
+};
+
 /* Publisher counters for the inspector, kept up to date by the publisher
  * alone (relaxed stores; readers tolerate a slightly stale snapshot). */
 struct crs_pub_stats {
@@ -126,7 +137,7 @@ struct crs_pub_stats {
 	_Atomic uint64_t no_room;   /* claims refused for lack of room */
 	_Atomic uint64_t evicted;   /* subscribers cut off for violations */
 	_Atomic uint32_t subscribers;
-	_Atomic uint32_t state; /* 0 live, 1 completed, 2 failed, 3 closed */
+	_Atomic uint32_t state; /* enum crs_stats_state */
 	_Atomic uint64_t served_ns; /* CLOCK_MONOTONIC of the last serve */
 	_Atomic uint64_t epoch;	    /* connection epoch, 0 before the first */
 	_Atomic uint64_t retained;  /* replay: messages a late joiner gets */
@@ -166,6 +177,15 @@ _Static_assert(offsetof(struct crs_data_header, stats) == 512, "stats");
 _Static_assert(offsetof(struct crs_data_header, subs) == 1024, "subs");
 _Static_assert(sizeof(struct crs_data_header) <= CRS_RING_OFFSET, "fits");
 
+/* Why a subscriber was evicted (crs_ctl.evict): never rewritten. */
+struct crs_eviction {
+	int32_t code;
+	uint32_t pad0;
+	char message[CRS_ERRMSG_MAX + 8];
+	uint8_t pad[192 - 8 - (CRS_ERRMSG_MAX + 8)];
+};
+_Static_assert(sizeof(struct crs_eviction) == 192, "eviction size");
+
 /* One subscriber's control segment. */
 struct crs_ctl {
 	/* Line 0: written by the publisher at admission. */
@@ -180,8 +200,10 @@ struct crs_ctl {
 	 * every field, then state (release). COMPLETE, ERROR and DETACHED
 	 * apply once the subscriber has consumed up to pos (and it reads
 	 * nothing at or past pos: the next epoch's frames follow there);
-	 * EVICTED at once. Kept per subscriber so that each connection
-	 * epoch ends on its own. */
+	 * EVICTED at once, with its reason in evict. Written once; after
+	 * that only state changes (DETACHED to ERROR at close, anything to
+	 * EVICTED). Kept per subscriber so that each connection epoch ends
+	 * on its own. */
 	struct crs_terminal term;
 
 	/* Line 4: demand and progress, written by the subscriber only. */
@@ -200,11 +222,18 @@ struct crs_ctl {
 	/* Line 6: subscriber-side counters. */
 	_Atomic uint64_t wakeups;
 	uint8_t pad6[CRS_CACHELINE - 8];
+
+	/* Lines 7-9: why the publisher cut this subscriber off, written
+	 * once, before term.state becomes EVICTED (release). The rest of
+	 * term is left as it was: a subscriber whose epoch had ended may be
+	 * reading that record at the same moment (terminal.h). */
+	struct crs_eviction evict;
 };
 _Static_assert(offsetof(struct crs_ctl, term) == 64, "term");
 _Static_assert(offsetof(struct crs_ctl, requested) == 256, "requested");
 _Static_assert(offsetof(struct crs_ctl, parked) == 320, "parked");
 _Static_assert(offsetof(struct crs_ctl, wakeups) == 384, "wakeups");
+_Static_assert(offsetof(struct crs_ctl, evict) == 448, "evict");
 _Static_assert(sizeof(struct crs_ctl) <= CRS_CTL_SIZE, "ctl fits");
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "crs/crs.h"
+#include "ipc/compiler.h"
 #include "ipc/rundir.h"
 
 struct crs_paths {
@@ -24,13 +25,14 @@ struct crs_paths {
 size_t crs_name_member(const char *name);
 
 /* ipc_rundir_open, recording for crs_errmsg() why it failed. */
-int crs_rundir_open(struct ipc_rundir *d, int create);
+CRS_MUST_USE int crs_rundir_open(struct ipc_rundir *d, int create);
 
 /* Validate name, open the runtime directory (creating it if create) and
  * derive the file names. 0 (close with crs_paths_close), -EINVAL (bad
  * name), -EPERM/-ELOOP/-ENOTDIR (unsafe directory), -errno; on failure
  * crs_errmsg() says which directory and why. */
-int crs_paths_for(const char *name, int create, struct crs_paths *out);
+CRS_MUST_USE int crs_paths_for(const char *name, int create,
+			       struct crs_paths *out);
 void crs_paths_close(struct crs_paths *p);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "attach.h"
 #include "crs/crs.h"
+#include "ipc/compiler.h"
 #include "ipc/rundir.h"
 #include "ipc/waitset.h"
 
@@ -46,12 +47,12 @@ void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
 /* Advance without blocking. Returns 0 (not yet), 1 (opened: *out holds
  * the attachment, now the caller's) or the failure as for crs_attach
  * (-ENOENT for a stream that did not appear in time). */
-int crs_opener_step(struct crs_opener *op, struct crs_attach *out);
+CRS_MUST_USE int crs_opener_step(struct crs_opener *op, struct crs_attach *out);
 /* Arm ws to wake when a step may get further: keys base (directory or
  * socket) and base + 1 (timer). 0, or -errno when an arm failed (then
  * nap and step again). */
-int crs_opener_arm(struct crs_opener *op, struct ipc_waitset *ws,
-		   uint64_t base);
+CRS_MUST_USE int crs_opener_arm(struct crs_opener *op, struct ipc_waitset *ws,
+				uint64_t base);
 /* Close what is open (also after success: the attachment was moved). */
 void crs_opener_stop(struct crs_opener *op);
 

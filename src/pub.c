@@ -1,7 +1,8 @@
 /*
  * pub.c - the publisher: stream creation, the claim/commit hot path,
- * lockstep demand over all subscribers, terminal signals and blocking
- * waits. Control work (subscribers coming and going) lives in serve.c.
+ * lockstep demand over all subscribers and blocking waits. Control work
+ * (subscribers coming and going) lives in serve.c, epochs and terminal
+ * signals in epoch.c.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
  * then reads each subscriber's park word (wake_if_parked); the
@@ -72,7 +73,7 @@ static int opts_check(struct crs_pub_opts *o)
 	    o->auto_connect > (int32_t)o->max_subscribers ||
 	    o->replay_age_ms > INT64_MAX / 1000000)
 		return -EINVAL;
-	if (o->n_allow_uids > 8)
+	if (o->n_allow_uids > CRS_ALLOW_UIDS_MAX)
 		return -EINVAL;
 	if (o->mode != CRS_MODE_REPLAY &&
 	    (o->replay_count || o->replay_bytes || o->replay_age_ms))
@@ -100,7 +101,6 @@ static void header_init(struct crs_pub *pub, const char *name,
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->magic = CRS_LAYOUT_MAGIC;
 	h->version = CRS_LAYOUT_VERSION;
-	h->header_size = CRS_RING_OFFSET;
 	h->segment_size = pub->data_size;
 	h->ring_offset = CRS_RING_OFFSET;
 	h->ring_size = o->ring_bytes;
@@ -471,6 +471,17 @@ static inline uint64_t frame_bytes(uint32_t len_flags)
 		       : crs_frame_size(len_flags);
 }
 
+/* Zero the header slot at next, then publish the header word at pos:
+ * the commit of one frame. */
+static inline void store_header(const struct crs_pub *pub, uint64_t pos,
+				uint64_t next, uint64_t word)
+{
+	/* Pairs with the acquire load of the header in sub_peek() and
+	 * sub_next_slow(); see put_header(). */
+	crs_store_relaxed(header_at(pub, next), 0);
+	crs_store_release(header_at(pub, pos), word);
+}
+
 static inline void put_header(const struct crs_pub *pub, uint64_t pos,
 			      uint32_t len_flags)
 {
@@ -647,6 +658,7 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 	if (__builtin_expect(!pub->claimed || len > pub->claim_len, 0))
 		return -EINVAL;
 	uint64_t pos = pub->claim_pos;
+	uint64_t next = pos + crs_frame_size(len);
 	if (more && !pub->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the
@@ -654,11 +666,11 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 		pub->more = 1;
 		pub->more_pos = pos;
 		pub->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(header_at(pub, pos + crs_frame_size(len)), 0);
+		crs_store_relaxed(header_at(pub, next), 0);
 	} else {
-		put_header(pub, pos, (uint32_t)len);
+		store_header(pub, pos, next, crs_frame_word(pos, (uint32_t)len));
 	}
-	pub->pos = pos + crs_frame_size(len);
+	pub->pos = next;
 	pub->claimed = 0;
 	pub->seq++;
 	pub->bytes += len;
@@ -994,7 +1006,7 @@ void crs_pub_close(crs_pub *pub)
 	if (!pub)
 		return;
 	pub_close_epochs(pub);
-	crs_store_relaxed(&pub->hdr->stats.state, 3u);
+	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_CLOSED);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);

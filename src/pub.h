@@ -1,7 +1,9 @@
 /*
  * pub.h - the publisher's private state, shared by its source files:
- * pub.c (create, claim/commit, demand, terminal, waits) and serve.c
- * (accepting, admitting and dropping subscribers).
+ * pub.c (create, claim/commit, demand, waits), serve.c (accepting,
+ * admitting and dropping subscribers) and epoch.c (connect, disconnect,
+ * terminal signals, where a new subscriber joins); loop.c uses the
+ * park.h hooks declared at the end.
  */
 #ifndef CRS_PUB_H
 #define CRS_PUB_H
@@ -10,6 +12,7 @@
 #include <sys/types.h>
 
 #include "crs/crs.h"
+#include "ipc/compiler.h"
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
@@ -136,7 +139,11 @@ struct crs_pub {
 /* serve.c */
 /* Serve's own descriptors (timer, reserve); 0 or -errno. pub_drop_all
  * releases them. */
-int pub_serve_init(struct crs_pub *pub);
+CRS_MUST_USE int pub_serve_init(struct crs_pub *pub);
+/* One round of control work. Returns the number of subscribers, or
+ * -errno if the epoll set could not be read: nothing was served, and
+ * the next round (within PUB_SERVE_NS) tries again, so the data path
+ * may ignore the result. */
 int pub_serve(struct crs_pub *pub);
 void pub_drop_slot(struct crs_pub *pub, int i, int code);
 void pub_drop_all(struct crs_pub *pub);

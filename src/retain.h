@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+#include "ipc/compiler.h"
+
 struct crs_retain_mark {
 	uint64_t seq; /* first message committed at or after time t */
 	int64_t t;
@@ -30,8 +32,9 @@ struct crs_retain {
 };
 
 /* Bounds as given; age needs room for marks. 0 or -ENOMEM. */
-int crs_retain_init(struct crs_retain *r, uint64_t count_max,
-		    uint64_t bytes_max, int64_t age_max_ns, uint64_t ring_size);
+CRS_MUST_USE int crs_retain_init(struct crs_retain *r, uint64_t count_max,
+				 uint64_t bytes_max, int64_t age_max_ns,
+				 uint64_t ring_size);
 void crs_retain_free(struct crs_retain *r);
 /* Retain nothing before (pos, seq, bytes): a new epoch starts there. */
 void crs_retain_reset(struct crs_retain *r, uint64_t pos, uint64_t seq,

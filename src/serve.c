@@ -46,14 +46,15 @@ void pub_drop_slot(struct crs_pub *pub, int i, int code)
 	if (!s->used)
 		return;
 	if (code) {
-		/* Tell the subscriber why before it sees the hangup. */
-		crs_terminal_put(&s->ctl->term, CRS_TERM_EVICTED, code,
-				 pub->pos, pub->seq,
-				 code == ETIMEDOUT
-					 ? "evicted: held the stream back "
-					   "without demand or progress"
-					 : "publisher cut this subscription off "
-					   "for a protocol violation");
+		/* Tell the subscriber why before it sees the hangup. Its
+		 * record may hold the end of its epoch, which it may be
+		 * reading now: the reason goes beside it (terminal.h). */
+		crs_terminal_evict(s->ctl, code,
+				   code == ETIMEDOUT
+					   ? "evicted: held the stream back "
+					     "without demand or progress"
+					   : "publisher cut this subscription "
+					     "off for a protocol violation");
 		crs_store_relaxed(&pub->hdr->stats.evicted,
 				  crs_load_relaxed(&pub->hdr->stats.evicted) +
 					  1);
@@ -106,7 +107,11 @@ static void reject(int fd, int code, const char *reason)
 {
 	struct crs_hs_reject m;
 	crs_hs_reject_init(&m, code, reason);
-	ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
+	int err = ipc_sock_send(fd, &m, sizeof(m), NULL, 0);
+	/* Best effort: the connection is closed right after, and a peer
+	 * that could not take the answer (gone, or its buffer full) learns
+	 * of the refusal from the hangup. */
+	(void)err;
 }
 
 static void rejectf(int fd, int code, const char *fmt, ...)
@@ -151,7 +156,11 @@ static void welcome_inspector(struct crs_pub *pub, int fd)
 	struct crs_hs_welcome w;
 	welcome_init(pub, &w);
 	w.slot = UINT32_MAX;
-	ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
+	int err = ipc_sock_send(fd, &w, sizeof(w), &pub->data_fd, 1);
+	/* The connection is closed right after either way: an inspector
+	 * keeps only what it received, and one that got no WELCOME sees the
+	 * hangup and fails to open. */
+	(void)err;
 }
 
 /* Is there a slot for peer: a free one, within the per-process and
@@ -257,7 +266,8 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 	if (p->uid == getuid() || a->allow_uid_any ||
 	    (a->allow_group && p->gid == a->allow_gid))
 		return 1;
-	for (uint32_t i = 0; i < a->n_allow_uids && i < 8; i++)
+	for (uint32_t i = 0; i < a->n_allow_uids && i < CRS_ALLOW_UIDS_MAX;
+	     i++)
 		if (a->allow_uids[i] == p->uid)
 			return 1;
 	return 0;
@@ -285,11 +295,11 @@ static int handshake(struct crs_pub *pub, int fd, const struct ipc_peer *peer,
 	if (n <= 0 || nfds) {
 		/* hung up, or a HELLO must not carry fds */
 		if (n > 0)
-			reject(fd, EPROTO, "unexpected file descriptors");
+			reject(fd, CRS_EPROTO, "unexpected file descriptors");
 	} else if (type == -CRS_EVERSION) {
 		reject(fd, CRS_EVERSION, "unsupported protocol version");
 	} else if (type != CRS_HS_HELLO) {
-		reject(fd, EPROTO, "expected a HELLO");
+		reject(fd, CRS_EPROTO, "expected a HELLO");
 	} else if (m.hello.role == CRS_ROLE_INSPECTOR) {
 		welcome_inspector(pub, fd);
 	} else if (admit(pub, fd, peer) == 0) {

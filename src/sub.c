@@ -13,6 +13,7 @@
  * wakes a parked publisher (sub_publish).
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,20 @@
 #include "sub.h"
 #include "terminal.h"
 
-#define DEFAULT_PREFETCH 128
+/* The default demand window: large enough that at the default ring
+ * (1 MiB) the ring, not demand, bounds the publisher for messages of
+ * 56 bytes and more, and that the demand line moves once per 12288
+ * messages; demand refusals (each a slow path in the publisher) were
+ * 1 in 8 messages at 128. */
+#define DEFAULT_PREFETCH 16384
 #define DEFAULT_HANDSHAKE_MS 5000
 #define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
 #define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
+/* Empty polls that find nothing else to do before one looks at the
+ * clock: a clock read per empty poll was the larger part of an empty
+ * poll, and an empty poll's length is how late a spinning reader sees
+ * the next message. */
+#define QUIET_POLLS 64
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
 #define PUBLISH_EVERY 256
@@ -158,10 +169,12 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 				     CRS_TERM_NONE,
 			     0))
 		return 0;
-	/* A PAD flag makes it exceed max_message (at most ring/4). */
+	/* A PAD flag makes it exceed max_message (at most ring/4). The
+	 * frame fits before the ring's end: offset and ring size are
+	 * multiples of 8, so the padding to 8 needs no test. */
 	uint32_t n = (uint32_t)word;
 	if (__builtin_expect(n > sub->max_message ||
-				     (pos & sub->mask) + crs_frame_size(n) >
+				     (pos & sub->mask) + n + CRS_FRAME_HEADER >
 					     sub->ring_size,
 			     0))
 		return 0;
@@ -194,7 +207,7 @@ static int sub_idle(struct crs_sub *sub)
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
 	struct crs_terminal_view t;
-	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	switch (crs_terminal_get_ctl(sub->ctl, &t)) {
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
@@ -207,7 +220,7 @@ static int sub_idle(struct crs_sub *sub)
 			if (t.state == CRS_TERM_COMPLETE)
 				sub_end(sub, 0, NULL);
 			else
-				sub_end(sub, t.code > 0 ? t.code : EPROTO,
+				sub_end(sub, t.code > 0 ? t.code : CRS_EPROTO,
 					t.message);
 			return -CRS_EEND;
 		}
@@ -227,6 +240,7 @@ static int sub_idle(struct crs_sub *sub)
 		sub_end(sub, CRS_EPROTO, "corrupt terminal record");
 		return -CRS_EEND;
 	}
+	sub->quiet_polls = QUIET_POLLS;
 	int64_t now = ipc_now_ns();
 	if (now >= sub->next_liveness_ns)
 		sub_liveness(sub, now);
@@ -247,10 +261,26 @@ static int sub_idle(struct crs_sub *sub)
 static int sub_cold(struct crs_sub *sub, uint64_t *len);
 static void sub_stop_opening(struct crs_sub *sub);
 
+/* An empty poll with nothing else to do: no frame at pos (a relaxed
+ * look: nothing is read behind it), our consumed position published,
+ * no terminal record, publisher not known dead, and no look at the
+ * clock due. The common case of a reader that has caught up. */
+static inline int sub_quiet(struct crs_sub *sub)
+{
+	return !sub->cold && sub->received < sub->requested &&
+	       (uint32_t)(crs_load_relaxed(sub_header(sub, sub->pos)) >> 32) !=
+		       crs_frame_tag(sub->pos) &&
+	       sub->pos == sub->published_pos &&
+	       crs_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE &&
+	       !sub->pub_dead && sub->quiet_polls && --sub->quiet_polls;
+}
+
 /* sub_next's slow path: every case sub_peek() leaves out. */
 static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 							 uint64_t *len)
 {
+	if (sub_quiet(sub))
+		return 0;
 	if (sub->cold)
 		return sub_cold(sub, len);
 	/* Evicted: the publisher no longer protects what we have not read,
@@ -309,11 +339,61 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 	msg->stream_id = sub->at.seg.stream_id;
 }
 
+/* crs_sub_release's slow path: replenish a prefetch if due, and publish
+ * consumed position and demand. */
+static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
+{
+	if (sub->since_request >= sub->replenish) {
+		sub->requested = crs_credit_add(sub->requested,
+						sub->since_request);
+		sub->since_request = 0;
+	}
+	sub_publish(sub);
+}
+
+static inline void sub_release(struct crs_sub *sub)
+{
+	uint32_t n = sub->held;
+	if (!n)
+		return;
+	sub->held = 0;
+	sub->pos = sub->held_end;
+	sub->seq += n;
+	sub->received += n;
+	sub->since_publish += n;
+	if (sub->prefetch)
+		sub->since_request += n;
+	uint64_t len;
+	/* Batched, but never hidden: at the end of what was published (the
+	 * publisher may be waiting for just that, crs_pub_wait_consumed:
+	 * no frame we may read follows), and at the first release after
+	 * the publisher asked (pub_want_progress). */
+	if (__builtin_expect(sub->since_request >= sub->replenish ||
+				     sub->pos - sub->published_pos >=
+					     sub->publish_step ||
+				     sub->since_publish >= PUBLISH_EVERY ||
+				     !sub_peek(sub, sub->pos, &len) ||
+				     crs_load_relaxed(
+					     &sub->hdr->signal.progress_wanted) !=
+					     sub->wanted_seen,
+			     0))
+		release_publish(sub);
+}
+
+void crs_sub_release(crs_sub *sub)
+{
+	if (__builtin_expect(sub->merge != NULL, 0)) {
+		merge_release(sub); /* a merge holds in its members */
+		return;
+	}
+	sub_release(sub);
+}
+
 static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 {
 	uint64_t len = 0;
 	if (sub->held)
-		crs_sub_release(sub);
+		sub_release(sub);
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
@@ -354,7 +434,7 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 {
 	uint64_t len = 0;
 	if (sub->held)
-		crs_sub_release(sub);
+		sub_release(sub);
 	if (max == 0)
 		return 0;
 	int r = sub_next(sub, &len);
@@ -392,50 +472,6 @@ int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 	return r;
 }
 
-/* crs_sub_release's slow path: replenish a prefetch if due, and publish
- * consumed position and demand. */
-static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
-{
-	if (sub->since_request >= sub->replenish) {
-		sub->requested = crs_credit_add(sub->requested,
-						sub->since_request);
-		sub->since_request = 0;
-	}
-	sub_publish(sub);
-}
-
-void crs_sub_release(crs_sub *sub)
-{
-	uint32_t n = sub->held;
-	if (!n) {
-		if (sub->merge) /* a merge holds in its members */
-			merge_release(sub);
-		return;
-	}
-	sub->held = 0;
-	sub->pos = sub->held_end;
-	sub->seq += n;
-	sub->received += n;
-	sub->since_publish += n;
-	if (sub->prefetch)
-		sub->since_request += n;
-	uint64_t len;
-	/* Batched, but never hidden: at the end of what was published (the
-	 * publisher may be waiting for just that, crs_pub_wait_consumed:
-	 * no frame we may read follows), and at the first release after
-	 * the publisher asked (pub_want_progress). */
-	if (__builtin_expect(sub->since_request >= sub->replenish ||
-				     sub->pos - sub->published_pos >=
-					     sub->publish_step ||
-				     sub->since_publish >= PUBLISH_EVERY ||
-				     !sub_peek(sub, sub->pos, &len) ||
-				     crs_load_relaxed(
-					     &sub->hdr->signal.progress_wanted) !=
-					     sub->wanted_seen,
-			     0))
-		release_publish(sub);
-}
-
 int crs_sub_request(crs_sub *sub, uint64_t n)
 {
 	if (sub->merge)
@@ -453,8 +489,15 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		return -EINVAL;
 	}
 	sub->requested = crs_credit_add(sub->requested, n);
-	if (sub->ctl) /* else published when the stream is open */
-		sub_publish(sub);
+	if (!sub->ctl)
+		return 0; /* published when the stream is open */
+	sub_publish(sub);
+	/* Still announced (a loop whose fd is watched, between runs): no
+	 * one looks at this demand until woken, and messages may already
+	 * wait (replay), so no commit need come to wake us. Wake what
+	 * sleeps on data_signal (other subscribers just look again). */
+	if (sub->parkers)
+		ipc_futex_wake(&sub->hdr->signal.data_signal, INT_MAX);
 	return 0;
 }
 
@@ -705,6 +748,7 @@ static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
 	sub->pub_dead = 0;
 	sub->since_publish = 0;
 	sub->next_liveness_ns = 0;
+	sub->quiet_polls = 0; /* look at the first empty poll */
 	if (again) {
 		uint64_t left = sub->requested == CRS_UNBOUNDED
 					? CRS_UNBOUNDED

@@ -33,6 +33,8 @@ struct crs_sub {
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
 	uint32_t since_publish; /* releases since the last publish */
+	uint32_t quiet_polls;	/* empty polls left before sub_idle looks at
+				   the clock (liveness) again */
 	uint32_t wanted_seen;	/* progress_wanted at the last publish */
 	struct crs_ctl *ctl;
 	const struct crs_data_header *hdr;

@@ -326,7 +326,9 @@ static void test_dispatch_batches(void **state)
 	(void)state;
 	char name[64];
 	tu_name(name, sizeof(name), "disp");
-	crs_pub *pub = make_pub(name);
+	/* Room for all 1000 (at most 720 KiB of frames): the subscriber
+	 * cancels at 700 and frees no room after that. */
+	crs_pub *pub = tu_make_pub(name, 1 << 20);
 	int chan;
 	pid_t pid = tu_spawn(dispatcher, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);

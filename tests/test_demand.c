@@ -231,8 +231,8 @@ static int child_prefetch(void *p, int chan)
 	struct prefetch_arg *a = p;
 	crs_sub *sub;
 	int r;
-	if (a->prefetch == 128) {
-		/* The default options prefetch 128. */
+	if (a->prefetch == 16384) {
+		/* The default options prefetch 16384. */
 		struct crs_sub_opts o;
 		crs_sub_opts_init(&o);
 		o.wait_ms = 10000;
@@ -276,7 +276,12 @@ static void run_prefetch(uint32_t prefetch, uint32_t replenish)
 	struct prefetch_arg a = { name, prefetch, replenish, 3 };
 	int chan;
 	pid_t pid = tu_spawn(child_prefetch, &a, &chan, 60);
-	crs_pub *pub = tu_make_pub(name, 1 << 16);
+	/* Room for the whole first batch: it is published before the
+	 * child reads. */
+	uint64_t ring = 1 << 16;
+	while (ring < (uint64_t)prefetch * (MAXLEN + 16))
+		ring *= 2;
+	crs_pub *pub = tu_make_pub(name, ring);
 	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
 	assert_true(crs_pub_demand(pub) == prefetch);
@@ -308,6 +313,13 @@ static void test_prefetch_128(void **state)
 	run_prefetch(128, 96);
 }
 
+/* The default options: prefetch 16384, replenished by 12288. */
+static void test_prefetch_default(void **state)
+{
+	(void)state;
+	run_prefetch(16384, 12288);
+}
+
 static void test_prefetch_4(void **state)
 {
 	(void)state;
@@ -329,6 +341,7 @@ int main(void)
 		TU_TEST(test_cancel_releases_demand),
 		TU_TEST(test_cancel_releases_room),
 		TU_TEST(test_prefetch_128),
+		TU_TEST(test_prefetch_default),
 		TU_TEST(test_prefetch_4),
 		TU_TEST(test_prefetch_1),
 	};

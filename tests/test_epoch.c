@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "crs/inspect.h"
 #include "util.h"
 
 #define LEN 600	   /* frame 608: a 4 KiB ring holds six */
@@ -336,6 +337,69 @@ static void test_no_event_publisher_dies(void **state)
 	close(chan);
 }
 
+/* Child: an inspector of the stream named arg that answers each W_READ
+ * with the state it reads (W_STATE), until anything else arrives. */
+enum { W_READY = 300, W_READ, W_STATE };
+
+static int watcher(void *arg, int chan)
+{
+	crs_inspector *in;
+	CHECK_EQ(crs_inspect_open(arg, &in), 0);
+	CHECK_EQ(tu_send(chan, W_READY, 0), 0);
+	uint64_t tag, val;
+	while (tu_recv(chan, &tag, &val, 30000) == 0 && tag == W_READ) {
+		struct crs_stream_info info;
+		CHECK(crs_inspect_read(in, &info, NULL, 0) >= 0);
+		CHECK_EQ(tu_send(chan, W_STATE, (uint64_t)info.state), 0);
+	}
+	crs_inspect_close(in);
+	return 0;
+}
+
+static int watched_state(int chan)
+{
+	uint64_t state = UINT64_MAX;
+	assert_int_equal(tu_send(chan, W_READ, 0), 0);
+	assert_int_equal(tu_expect(chan, W_STATE, &state, 10000), 0);
+	return (int)state;
+}
+
+/* What another process's inspector reads through an epoch's life: a
+ * disconnected publisher is live (present, and it may connect again,
+ * as before its first connect); closed means crs_pub_close() alone. */
+static void test_inspected_states(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "states");
+	crs_pub *pub = tu_make_pub(name, RING);
+	int chan;
+	pid_t pid = tu_spawn(watcher, name, &chan, 60);
+	uint64_t tag = 0, val;
+	int64_t deadline = tu_now_ms() + 20000;
+	while (tag != W_READY && tu_now_ms() < deadline) {
+		crs_pub_poll(pub); /* serve the inspector's handshake */
+		if (tu_recv(chan, &tag, &val, 5) == 0)
+			assert_int_equal(tag, W_READY);
+	}
+	assert_int_equal(tag, W_READY);
+	assert_int_equal(watched_state(chan), CRS_STREAM_LIVE);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	assert_int_equal(watched_state(chan), CRS_STREAM_COMPLETED);
+	assert_int_equal(crs_pub_connect(pub), 2);
+	assert_int_equal(watched_state(chan), CRS_STREAM_LIVE);
+	assert_int_equal(crs_pub_error(pub, 42, "boom"), 0);
+	assert_int_equal(watched_state(chan), CRS_STREAM_FAILED);
+	assert_int_equal(crs_pub_connect(pub), 3);
+	assert_int_equal(crs_pub_disconnect(pub, 3), 0);
+	assert_int_equal(watched_state(chan), CRS_STREAM_LIVE);
+	crs_pub_close(pub);
+	assert_int_equal(watched_state(chan), CRS_STREAM_CLOSED);
+	assert_int_equal(tu_send(chan, C_EXIT, 0), 0);
+	assert_int_equal(tu_wait_child(pid, 10000), 0);
+	close(chan);
+}
+
 int main(void)
 {
 	tu_init();
@@ -347,6 +411,7 @@ int main(void)
 		TU_TEST(test_lagging_no_event),
 		TU_TEST(test_lagging_completion),
 		TU_TEST(test_no_event_publisher_dies),
+		TU_TEST(test_inspected_states),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

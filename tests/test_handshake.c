@@ -264,7 +264,7 @@ static void test_pub_options(void **state)
 	assert_int_equal(o.allow_uid_any, 0);
 	struct crs_sub_opts so;
 	crs_sub_opts_init(&so);
-	assert_int_equal(so.prefetch, 128);
+	assert_int_equal(so.prefetch, 16384);
 	assert_int_equal(so.wait_ms, 0);
 	assert_int_equal(so.handshake_ms, 5000);
 
@@ -527,12 +527,12 @@ static void test_raw_handshakes(void **state)
 	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, name);
 	struct crs_hs_hello bad = h;
 	bad.head.magic = 0xdeadbeef;
-	expect_reject(pub, name, &bad, sizeof(bad), -1, EPROTO);
+	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EPROTO);
 	bad = h;
 	bad.head.version = CRS_HS_VERSION + 1;
 	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EVERSION);
-	expect_reject(pub, name, &h, 3, -1, EPROTO);
-	expect_reject(pub, name, &h, sizeof(h) - 1, -1, EPROTO);
+	expect_reject(pub, name, &h, 3, -1, CRS_EPROTO);
+	expect_reject(pub, name, &h, sizeof(h) - 1, -1, CRS_EPROTO);
 	/* An inspector is welcomed with the read-only data memfd only (no
 	 * control segment) and takes no subscriber slot. */
 	bad = h;
@@ -547,16 +547,16 @@ static void test_raw_handshakes(void **state)
 	assert_int_equal(crs_pub_subscribers(pub), 0);
 	bad = h;
 	bad.role = 77;
-	expect_reject(pub, name, &bad, sizeof(bad), -1, EPROTO);
+	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EPROTO);
 	bad = h;
 	memset(bad.name, 'x', sizeof(bad.name));
-	expect_reject(pub, name, &bad, sizeof(bad), -1, EPROTO);
+	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EPROTO);
 	/* A WELCOME sent to the publisher is not a HELLO. */
 	struct crs_hs_welcome w;
 	crs_hs_welcome_init(&w);
-	expect_reject(pub, name, &w, sizeof(w), -1, EPROTO);
+	expect_reject(pub, name, &w, sizeof(w), -1, CRS_EPROTO);
 	/* A HELLO must not carry file descriptors. */
-	expect_reject(pub, name, &h, sizeof(h), 0, EPROTO);
+	expect_reject(pub, name, &h, sizeof(h), 0, CRS_EPROTO);
 	/* Oversized: truncated by the socket, refused or hung up on. */
 	char huge[4096];
 	memset(huge, 0x5a, sizeof(huge));

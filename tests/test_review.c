@@ -9,12 +9,21 @@
  *     unmaps it) inside a run that another registration keeps busy:
  *     the next run must not look at the old stream's data_signal (it
  *     used to read the unmapped word and die of SIGSEGV), and the
- *     subscription must go on to the next publisher of the name.
+ *     subscription must go on to the next publisher of the name;
+ *   - a request made between runs of a loop whose fd is watched, with
+ *     messages already there (replay: the publisher ran ahead), must
+ *     make the fd readable: nothing else would look;
+ *   - on the fallback engines, whose loop fd is served by a watcher
+ *     thread, a subscriber dropped by the application's own calls
+ *     between runs (crs_pub_poll) must not crash the watcher, which
+ *     used to read the dropped slot's unmapped progress word.
  */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -246,12 +255,158 @@ static void test_follow_after_kill_poll(void **state)
 	close(schan);
 }
 
+enum { AHEAD = 600, GO };
+
+/* Replay: publishes 100 messages without waiting for demand, says so,
+ * and publishes 100 more when told. */
+static int replay_publisher(void *arg, int chan)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.mode = CRS_MODE_REPLAY;
+	o.replay_count = 1000;
+	o.ring_bytes = 256 * 1024;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(arg, &o, &pub), 0);
+	CHECK_EQ(crs_pub_wait_subscribers(pub, 1, 20000), 0);
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(tu_pub_send(pub, (uint64_t)i, 16 + (size_t)i % 64,
+				     20000),
+			 0);
+	CHECK_EQ(tu_send(chan, AHEAD, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
+	for (int i = 100; i < 200; i++)
+		CHECK_EQ(tu_pub_send(pub, (uint64_t)i, 16 + (size_t)i % 64,
+				     20000),
+			 0);
+	CHECK_EQ(crs_pub_complete(pub), 0);
+	CHECK_EQ(crs_pub_wait_consumed(pub, 20000), 0);
+	crs_pub_close(pub);
+	return 0;
+}
+
+/* Poll the loop's fd (10 s: a lost wakeup otherwise) and run once. */
+static int poll_and_run(crs_loop *loop, int lfd)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	int r = poll(&p, 1, 10000);
+	if (r < 0 && errno != EINTR)
+		fail_msg("poll: %s", strerror(errno));
+	assert_true(crs_loop_run(loop, 0) >= 0);
+	return r != 0;
+}
+
+static void test_request_between_runs(void **state)
+{
+	(void)state;
+	unsetenv("CRS_NO_URING");
+	char name[64];
+	tu_name(name, sizeof(name), "reqfd");
+	int chan;
+	pid_t pid = tu_spawn(replay_publisher, name, &chan, 60);
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.prefetch = 0; /* demand only as requested below */
+	o.wait_ms = 10000;
+	crs_sub *sub;
+	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
+	crs_loop *loop;
+	assert_int_equal(crs_loop_new(&loop), 0);
+	struct got g = { 0 };
+	assert_int_equal(crs_loop_add_sub(loop, sub, &callbacks, &g), 0);
+	int lfd = crs_loop_fd(loop);
+	assert_true(lfd >= 0);
+	assert_int_equal(tu_expect(chan, AHEAD, NULL, 20000), 0);
+	assert_true(crs_loop_run(loop, 0) >= 0); /* nothing: no demand */
+	assert_int_equal(g.next, 0);
+	/* Messages wait in the ring; the publisher is idle now. */
+	assert_int_equal(crs_sub_request(sub, 5), 0);
+	int lost = 0;
+	while (g.next < 5 && !lost)
+		lost = !poll_and_run(loop, lfd);
+	assert_int_equal(lost, 0);
+	assert_int_equal(g.next, 5);
+	assert_int_equal(tu_send(chan, GO, 0), 0);
+	assert_int_equal(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	while (!g.done && !lost)
+		lost = !poll_and_run(loop, lfd);
+	assert_int_equal(lost, 0);
+	assert_int_equal(g.done, 1);
+	assert_int_equal(g.next, 200);
+	assert_int_equal(g.bad, 0);
+	crs_loop_free(loop);
+	crs_sub_close(sub);
+	assert_int_equal(tu_wait_child(pid, 20000), 0);
+	close(chan);
+}
+
+static int drop_rounds(void *arg, int chan)
+{
+	(void)chan;
+	const char *name = arg;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(name, NULL, &pub), 0);
+	crs_loop *loop;
+	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK(strcmp(crs_loop_engine(loop), "io_uring") != 0);
+	CHECK_EQ(crs_loop_add_pub(loop, pub, NULL, NULL), 0);
+	int lfd = crs_loop_fd(loop);
+	CHECK(lfd >= 0);
+	for (int round = 0; round < 5; round++) {
+		int hold[2];
+		CHECK_EQ(pipe(hold), 0);
+		pid_t s = fork();
+		CHECK(s >= 0);
+		if (s == 0) { /* subscribes, and leaves when hold closes */
+			crs_sub *sub;
+			close(hold[1]);
+			int ok = tu_sub_open(name, 8, &sub) == 0;
+			char b;
+			_exit(ok && read(hold[0], &b, 1) == 0 ? 0 : 1);
+		}
+		close(hold[0]);
+		int64_t until = tu_now_ms() + 20000;
+		while (crs_pub_subscribers(pub) < 1 && tu_now_ms() < until) {
+			struct pollfd p = { .fd = lfd, .events = POLLIN };
+			poll(&p, 1, 100);
+			CHECK(crs_loop_run(loop, 0) >= 0);
+		}
+		/* Announced again, the watcher sleeps on its progress. */
+		CHECK_EQ(crs_pub_subscribers(pub), 1);
+		close(hold[1]);
+		int st;
+		CHECK_EQ(waitpid(s, &st, 0), s);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		/* Dropped (and unmapped) outside a run, as an application
+		 * publishing from its own timer does. */
+		while (crs_pub_subscribers(pub) > 0 && tu_now_ms() < until)
+			crs_pub_poll(pub);
+		CHECK_EQ(crs_pub_subscribers(pub), 0);
+		/* Past the watcher's next look (a 20 ms slice). */
+		tu_sleep_ms(50);
+	}
+	crs_loop_free(loop);
+	crs_pub_close(pub);
+	return 0;
+}
+
+static void test_watcher_slot_dropped(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "wdrop");
+	pid_t pid = tu_spawn_engine(drop_rounds, name, NULL, 60, 1);
+	assert_int_equal(tu_wait_child(pid, 40000), 0);
+}
+
 int main(void)
 {
 	tu_init();
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_add_after_loop_fd),
 		TU_TEST(test_follow_after_kill_poll),
+		TU_TEST(test_request_between_runs),
+		TU_TEST(test_watcher_slot_dropped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

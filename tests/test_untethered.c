@@ -2,12 +2,16 @@
  * test_untethered.c - the slow-consumer policy: a subscriber that holds
  * a lockstep stream back without requesting or consuming anything for
  * longer than untethered_ms is evicted with ETIMEDOUT, and the others
- * flow again. Without the option, nobody is ever evicted.
+ * flow again. Without the option, nobody is ever evicted. A subscriber
+ * evicted after its epoch ended keeps that end's record as it was.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "util.h"
+
+#include "src/sub.h"
+#include "src/terminal.h"
 
 struct sub_args {
 	char name[64];
@@ -125,6 +129,70 @@ static void test_quiet_publisher_keeps_healthy_subscriber(void **state)
 	crs_pub_close(pub);
 }
 
+/* A subscriber whose epoch ended before it read anything. It snapshots
+ * its terminal record, then reads nothing while it is evicted for
+ * holding that ring space back; afterwards the record differs in its
+ * state alone (a record that may be read is never rewritten), and the
+ * end it reports carries the eviction's reason. */
+static int ended_reader(void *arg, int chan)
+{
+	const char *name = arg;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(name, 16, &sub), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	const struct crs_ctl *ctl = ((struct crs_sub *)sub)->ctl;
+	struct crs_terminal_view before, after;
+	uint64_t v;
+	CHECK_EQ(tu_expect(chan, 2, &v, 30000), 0); /* the epoch failed */
+	CHECK_EQ(crs_terminal_get(&ctl->term, &before), CRS_TERM_ERROR);
+	CHECK_EQ(before.code, 42);
+	CHECK_EQ(before.seq, 3);
+	CHECK(strcmp(before.message, "boom") == 0);
+	CHECK_EQ(tu_send(chan, 3, 0), 0);
+	CHECK_EQ(tu_expect(chan, 4, &v, 30000), 0); /* we were evicted */
+	CHECK_EQ(crs_terminal_get(&ctl->term, &after), CRS_TERM_EVICTED);
+	CHECK_EQ(after.code, before.code);
+	CHECK_EQ(after.pos, before.pos);
+	CHECK_EQ(after.seq, before.seq);
+	CHECK(strcmp(after.message, before.message) == 0);
+	/* Evicted: the unread messages are no longer protected, so none
+	 * is delivered. */
+	struct crs_msg m;
+	CHECK_EQ(tu_sub_next(sub, &m, 30000), -CRS_EEND);
+	CHECK_EQ(crs_sub_end(sub)->code, ETIMEDOUT);
+	CHECK(strstr(crs_sub_end(sub)->message, "held the stream back"));
+	crs_sub_close(sub);
+	return 0;
+}
+
+static void test_eviction_keeps_ended_record(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "ended");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.untethered_ms = 500;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	int chan;
+	pid_t pid = tu_spawn(ended_reader, name, &chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
+	for (uint64_t seq = 0; seq < 3; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, 64, 10000), 0);
+	assert_int_equal(crs_pub_error(pub, 42, "boom"), 0);
+	/* Nothing is evicted while we do not serve: the snapshot is taken
+	 * before the eviction. */
+	assert_int_equal(tu_send(chan, 2, 0), 0);
+	assert_int_equal(tu_expect(chan, 3, NULL, 30000), 0);
+	assert_int_equal(tu_pub_await_count(pub, 0, 30000), 0);
+	assert_int_equal(tu_send(chan, 4, 0), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 30000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
 int main(void)
 {
 	tu_init();
@@ -132,6 +200,7 @@ int main(void)
 		TU_TEST(test_evicts_idle_subscriber),
 		TU_TEST(test_default_never_evicts),
 		TU_TEST(test_quiet_publisher_keeps_healthy_subscriber),
+		TU_TEST(test_eviction_keeps_ended_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

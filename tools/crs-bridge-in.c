@@ -292,7 +292,8 @@ static void fetch(struct in *b)
 		b->fig.errors++;
 		return;
 	}
-	b->npulls++;
+	if (b->npulls++ == 0) /* the silence clock starts now */
+		b->heard_ns = bridge_now_ns();
 }
 
 static void q_push(struct in *b, natsMsg *m)

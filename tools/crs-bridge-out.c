@@ -150,7 +150,8 @@ static void enqueue(struct out *b, uint64_t seq, const void *data, size_t len,
 		b->fatal = 1;
 		return;
 	}
-	b->len++;
+	if (b->len++ == 0) /* the silence clock starts now */
+		b->heard_ns = bridge_now_ns();
 	send_entry(b, e);
 }
 

@@ -97,7 +97,7 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-#define MAX_ALLOW_UIDS 8 /* crs_pub_opts.allow_uids */
+#define MAX_ALLOW_UIDS CRS_ALLOW_UIDS_MAX
 #define FORMAT_MAX 256	 /* -f, after its escapes are expanded */
 
 struct cat_opts {

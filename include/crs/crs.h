@@ -40,6 +40,8 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 #define CRS_NAME_MAX 64
 /* Longest error message carried by a terminal signal (bytes, without NUL). */
 #define CRS_ERRMSG_MAX 128
+/* Most uids crs_pub_opts.allow_uids can list. */
+#define CRS_ALLOW_UIDS_MAX 8
 
 /* Library error codes beyond errno (returned negated, like errno values). */
 enum {
@@ -47,7 +49,9 @@ enum {
 	CRS_ENODEMAND,	/* claim: subscribers have not requested more */
 	CRS_ENOROOM,	/* claim: the ring is full of unconsumed messages */
 	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
-	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word) */
+	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word,
+			   bad handshake message, an error record without
+			   a code); crs never uses plain EPROTO for that */
 	CRS_EVERSION,	/* peer speaks another layout or handshake version */
 	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
 			   what was published between the old stream's end
@@ -97,7 +101,7 @@ struct crs_pub_opts {
 	uint32_t allow_group;
 	uint32_t allow_gid;
 	uint32_t n_allow_uids;
-	uint32_t allow_uids[8];
+	uint32_t allow_uids[CRS_ALLOW_UIDS_MAX];
 	/* Slot quotas, so that one process or one user cannot take every
 	 * slot: most slots the subscribers of one process (by pid, as the
 	 * kernel reports it) may hold, 0 (default): half of max_subscribers
@@ -151,7 +155,8 @@ struct crs_pub_opts {
 
 struct crs_sub_opts {
 	uint32_t prefetch; /* request this many up front and replenish at 75%;
-			      0 = manual crs_sub_request() only; default 128 */
+			      0 = manual crs_sub_request() only; default
+			      16384 */
 	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
 			      with -ENOENT (default), -1 forever */
 	int handshake_ms;  /* how long the publisher may take to accept and

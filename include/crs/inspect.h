@@ -22,10 +22,12 @@ extern "C" {
 typedef struct crs_inspector crs_inspector;
 
 enum crs_stream_state {
-	CRS_STREAM_LIVE = 0,	/* publishing */
+	CRS_STREAM_LIVE = 0,	/* publishing, or between epochs (before
+				   connect, after a disconnect) */
 	CRS_STREAM_COMPLETED,	/* completed; publisher still present */
 	CRS_STREAM_FAILED,	/* terminated with an error */
-	CRS_STREAM_CLOSED,	/* publisher closed the stream */
+	CRS_STREAM_CLOSED,	/* publisher closed the stream
+				   (crs_pub_close) */
 	CRS_STREAM_DEAD,	/* publisher process is gone */
 	CRS_STREAM_DENIED,	/* exists, but we may not inspect it */
 };

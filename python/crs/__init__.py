@@ -67,7 +67,7 @@ class Publisher(_crs.Publisher):
     max_subscribers=64, overflow='block', on_disconnect='error',
     auto_connect=0, replay_count=0, replay_bytes=0, replay_age_ms=0,
     untethered_ms=0, spin_us=0, allow_uid_any=False, allow_gid=None,
-    allow_uids=())
+    allow_uids=(), max_per_process=0, max_per_uid=0)
 
     Create stream ``name`` (``crs_pub_create``; the options are those of
     ``struct crs_pub_opts``). ``mode``, ``overflow`` and ``on_disconnect``
@@ -110,7 +110,7 @@ class Publisher(_crs.Publisher):
 
 
 class Subscriber(_crs.Subscriber):
-    """Subscriber(name, *, prefetch=128, wait=0, handshake_timeout=None,
+    """Subscriber(name, *, prefetch=16384, wait=0, handshake_timeout=None,
     spin_us=0)
 
     Subscribe to stream ``name``. ``prefetch`` messages are requested up

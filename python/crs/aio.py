@@ -7,21 +7,18 @@ that is already there is returned zero-copy by a plain poll, one that
 arrives while the task sleeps is delivered by the crs loop, which hands
 its ring space back after its callback, so that one comes as a copy
 (``msg.copied``). A publisher joins while a task awaits :meth:`wait`, and
-the loop admits subscribers meanwhile. Where the crs loop has no
-descriptor (the poll engine, e.g. ``CRS_NO_URING=1``), it is run every
-millisecond while something waits.
+the loop admits subscribers meanwhile. The descriptor is io_uring's, or
+on the fallback engine (``CRS_NO_URING=1``) an eventfd the library's
+watcher thread signals; either way this thread never blocks in crs.
 """
 
 import asyncio
-import errno
 import functools
 import weakref
 from typing import Dict, List, Optional
 
 from . import _crs
 from ._errors import NoDemandError, NoRoomError
-
-_TICK = 0.001  # seconds between runs on the poll engine
 
 _reactors: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -38,15 +35,8 @@ class _Reactor:
         self.loop = _crs.Loop()
         self.sub_waiters: Dict[object, asyncio.Future] = {}
         self.pub_waiters: Dict[object, List[asyncio.Future]] = {}
-        self.timer: Optional[asyncio.TimerHandle] = None
-        try:
-            self.fd: Optional[int] = self.loop.fileno()
-        except OSError as e:
-            if e.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
-                raise
-            self.fd = None
-        if self.fd is not None:
-            aloop.add_reader(self.fd, self.run)
+        self.fd = self.loop.fileno()
+        aloop.add_reader(self.fd, self.run)
 
     @property
     def aloop(self) -> asyncio.AbstractEventLoop:
@@ -59,7 +49,6 @@ class _Reactor:
             pending, ended = sub._loop_state
             if pending or ended or sub.closed:
                 self._settle_sub(sub, fut)
-        self._arm_timer()
 
     def _settle_sub(self, sub, fut) -> None:
         if self.sub_waiters.get(sub) is fut:
@@ -67,15 +56,6 @@ class _Reactor:
         self.loop.remove(sub)
         if not fut.done():
             fut.set_result(None)
-
-    def _arm_timer(self) -> None:
-        if (self.fd is None and self.timer is None
-                and (self.sub_waiters or self.pub_waiters)):
-            self.timer = self.aloop.call_later(_TICK, self._tick)
-
-    def _tick(self) -> None:
-        self.timer = None
-        self.run()
 
     def wake(self, handle) -> None:
         fut = self.sub_waiters.get(handle)

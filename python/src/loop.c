@@ -286,8 +286,8 @@ static PyMethodDef loop_methods[] = {
 	{"run", (PyCFunction)loop_run, METH_VARARGS,
 	 "run(timeout_ms=0) -> int: dispatch what is ready (crs_loop_run)."},
 	{"fileno", (PyCFunction)loop_fileno, METH_NOARGS,
-	 "fileno() -> int: readable when run() has work; OSError(ENOTSUP) "
-	 "on the poll engine."},
+	 "fileno() -> int: readable when run() has work (on the fallback "
+	 "engines an eventfd); OSError if it cannot be made."},
 	{"close", (PyCFunction)loop_close, METH_NOARGS,
 	 "close(): remove every handle and free the loop."},
 	{NULL, NULL, 0, NULL},

@@ -222,7 +222,8 @@ static int pub_init(py_pub *self, PyObject *args, PyObject *kw)
 		"name", "mode", "ring_bytes", "max_message", "max_subscribers",
 		"overflow", "on_disconnect", "auto_connect", "replay_count",
 		"replay_bytes", "replay_age_ms", "untethered_ms", "spin_us",
-		"allow_uid_any", "allow_gid", "allow_uids", NULL};
+		"allow_uid_any", "allow_gid", "allow_uids", "max_per_process",
+		"max_per_uid", NULL};
 	static const char *const modes[] = {"publish", "replay", NULL};
 	static const char *const overflows[] = {"block", "error", "drop",
 						"latest", NULL};
@@ -232,12 +233,13 @@ static int pub_init(py_pub *self, PyObject *args, PyObject *kw)
 	PyObject *mode = NULL, *ring = NULL, *maxmsg = NULL, *maxsubs = NULL,
 		 *overflow = NULL, *ondisc = NULL, *autoc = NULL,
 		 *rcount = NULL, *rbytes = NULL, *rage = NULL, *unteth = NULL,
-		 *gid = NULL, *uids = NULL;
+		 *gid = NULL, *uids = NULL, *perproc = NULL, *peruid = NULL;
 	int spin_us = 0, uid_any = 0;
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "s|$OOOOOOOOOOOipOO", kwlist, &name, &mode, &ring,
+		    args, kw, "s|$OOOOOOOOOOOipOOOO", kwlist, &name, &mode, &ring,
 		    &maxmsg, &maxsubs, &overflow, &ondisc, &autoc, &rcount,
-		    &rbytes, &rage, &unteth, &spin_us, &uid_any, &gid, &uids))
+		    &rbytes, &rage, &unteth, &spin_us, &uid_any, &gid, &uids,
+		    &perproc, &peruid))
 		return -1;
 	if (self->pub || self->closed) {
 		PyErr_SetString(PyExc_RuntimeError,
@@ -257,6 +259,8 @@ static int pub_init(py_pub *self, PyObject *args, PyObject *kw)
 	    parse_u64(rbytes, &o.replay_bytes) < 0 ||
 	    parse_u64(rage, &o.replay_age_ms) < 0 ||
 	    parse_u32(unteth, &o.untethered_ms) < 0 ||
+	    parse_u32(perproc, &o.max_per_process) < 0 ||
+	    parse_u32(peruid, &o.max_per_uid) < 0 ||
 	    parse_allow_uids(uids, &o) < 0)
 		return -1;
 	if (autoc == Py_None) {

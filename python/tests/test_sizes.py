@@ -8,8 +8,11 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 import crs
 from conftest import HANG_LIMIT, open_sub
 
-RING = 1 << 16
-MAX = RING // 4  # the default max_message
+# One process plays both sides, so the subscriber reports its position
+# only as it reads (every quarter ring): a ring well above four of the
+# largest messages keeps the publisher from ever waiting on that.
+RING = 1 << 20
+MAX = 1 << 14  # max_message
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +21,7 @@ def pair(tmp_path_factory):
     (d / "run").mkdir(mode=0o700)
     mp = pytest.MonkeyPatch()
     mp.setenv("CRS_DIR", str(d / "run"))
-    pub = crs.Publisher("sizes", ring_bytes=RING)
+    pub = crs.Publisher("sizes", ring_bytes=RING, max_message=MAX)
     sub = open_sub(pub, "sizes")
     yield pub, sub
     sub.close()

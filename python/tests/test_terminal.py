@@ -138,3 +138,13 @@ def test_real_errors_from_the_library(local_pair):
     assert e.value.errno == errno.EMSGSIZE
     with pytest.raises(ValueError):
         crs.Publisher("x", overflow="sideways")
+
+
+def test_slot_quota_per_process(crs_dir):
+    from conftest import open_sub
+    with crs.Publisher("quota", max_per_process=1) as pub:
+        first = open_sub(pub, "quota")
+        with pytest.raises(OSError) as e:
+            open_sub(pub, "quota")
+        assert e.value.errno == errno.EDQUOT
+        first.close()
