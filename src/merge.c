@@ -26,7 +26,6 @@
  *    once a millisecond while the merge finds nothing to hand out, and
  *    slept on by crs_sub_wait.
  */
-#include "merge.h"
 
 #include <errno.h>
 #include <fcntl.h>

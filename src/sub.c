@@ -28,7 +28,6 @@
 #include "ipc/sock.h"
 #include "ipc/waitset.h"
 #include "layout.h"
-#include "merge.h"
 #include "park.h"
 #include "sub.h"
 #include "terminal.h"
