@@ -47,7 +47,6 @@
 
 #define DEFAULT_WINDOW 128
 #define DISCOVER_NS 1000000LL /* look for new members at most every 1 ms */
-#define DISPATCH_BATCH 64
 #define SPIN_BACKOFF_MAX 64
 
 struct member {
@@ -327,10 +326,8 @@ int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 {
 	struct crs_merge *mg = sub->merge;
 	merge_release(sub);
-	if (sub->ended) {
-		sub->end_delivered = 1;
+	if (sub->ended)
 		return -CRS_EEND;
-	}
 	if (max == 0)
 		return 0;
 	discover(mg, 0);
@@ -350,11 +347,16 @@ int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 		}
 	}
 	check_done(sub);
-	if (sub->ended) {
-		sub->end_delivered = 1;
-		return -CRS_EEND;
-	}
-	return 0;
+	return sub->ended ? -CRS_EEND : 0;
+}
+
+int merge_poll(crs_sub *sub, struct crs_msg *msgs, size_t max,
+	       size_t max_bytes)
+{
+	int r = merge_take(sub, msgs, max, max_bytes);
+	if (r < 0)
+		sub->end_delivered = 1; /* the application was told */
+	return r;
 }
 
 int merge_request(crs_sub *sub, uint64_t n)
@@ -492,47 +494,6 @@ int merge_wait(crs_sub *sub, int timeout_ms)
 		int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired, 16);
 		note_fired(mg, fired, n);
 	}
-}
-
-int merge_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
-		   void *ctx, size_t max)
-{
-	struct crs_msg batch[DISPATCH_BATCH];
-	size_t n = 0;
-	if (sub->cancelled)
-		return -CRS_EEND;
-	while (n < max) {
-		size_t want = max - n < DISPATCH_BATCH ? max - n : DISPATCH_BATCH;
-		int was_delivered = sub->end_delivered;
-		int r = merge_take(sub, batch, want, 0);
-		if (r == 0)
-			break;
-		if (r < 0 && n > 0) {
-			sub->end_delivered = was_delivered;
-			break; /* the end comes next call */
-		}
-		if (r < 0) {
-			if (!was_delivered) {
-				if (sub->end.code == 0) {
-					if (cb->on_complete)
-						cb->on_complete(ctx);
-				} else if (cb->on_error) {
-					cb->on_error(ctx, sub->end.code,
-						     sub->end.message);
-				}
-			}
-			return -CRS_EEND;
-		}
-		for (int i = 0; i < r; i++) {
-			if (cb->on_next)
-				cb->on_next(ctx, &batch[i]);
-			n++;
-			if (sub->cancelled)
-				return n > INT32_MAX ? INT32_MAX : (int)n;
-		}
-		merge_release(sub);
-	}
-	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)

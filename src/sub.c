@@ -417,7 +417,7 @@ static void sub_told(struct crs_sub *sub, int r)
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 {
 	if (__builtin_expect(sub->merge != NULL, 0))
-		return merge_take(sub, msg, 1, 0);
+		return merge_poll(sub, msg, 1, 0);
 	int r = sub_poll(sub, msg);
 	if (__builtin_expect(r < 0, 0))
 		sub_told(sub, r);
@@ -464,7 +464,7 @@ int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 		 size_t max_bytes)
 {
 	if (__builtin_expect(sub->merge != NULL, 0))
-		return merge_take(sub, msgs, max, max_bytes);
+		return merge_poll(sub, msgs, max, max_bytes);
 	int r = sub_take(sub, msgs, max, max_bytes);
 	if (__builtin_expect(r < 0, 0))
 		sub_told(sub, r);
@@ -647,13 +647,12 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 		     void *ctx, size_t max)
 {
-	if (sub->merge)
-		return merge_dispatch(sub, cb, ctx, max);
 	struct crs_msg batch[DISPATCH_BATCH];
 	size_t n = 0;
 	while (n < max) {
 		size_t want = max - n < DISPATCH_BATCH ? max - n : DISPATCH_BATCH;
-		int r = sub_take(sub, batch, want, 0);
+		int r = sub->merge ? merge_take(sub, batch, want, 0)
+				   : sub_take(sub, batch, want, 0);
 		if (r == 0)
 			break;
 		if (r < 0 && n > 0)

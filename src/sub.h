@@ -100,14 +100,16 @@ int merge_wanted(const char *name, const struct crs_sub_opts *o);
  * of name. 0 or -errno. */
 int merge_open(struct crs_sub *sub, const char *name,
 	       const struct crs_sub_opts *o);
+/* As sub_take (crs_sub_dispatch), and as crs_sub_take (which tells the
+ * application of the end). */
 int merge_take(struct crs_sub *sub, struct crs_msg *msgs, size_t max,
+	       size_t max_bytes);
+int merge_poll(struct crs_sub *sub, struct crs_msg *msgs, size_t max,
 	       size_t max_bytes);
 void merge_release(struct crs_sub *sub);
 int merge_request(struct crs_sub *sub, uint64_t n);
 void merge_cancel(struct crs_sub *sub);
 int merge_wait(struct crs_sub *sub, int timeout_ms);
-int merge_dispatch(struct crs_sub *sub, const struct crs_sub_callbacks *cb,
-		   void *ctx, size_t max);
 /* The hooks above for crs_loop (and crs_sub_wait). A loop gets one key
  * for the whole merge: the fd of a waitset of its own, armed on every
  * member. */
