@@ -242,7 +242,7 @@ const struct tp_scn crs_tp_scns[] = {
 	  .prefetch = 128, .blocking = 1, .is_default = 1 },
 	{ .name = "crs-defaults", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with the subscriber's prefetch as "
-		  "crs_sub_opts_init sets it (16384)",
+		  "crs_sub_opts_init sets it (2^20)",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .defaults = 1, .is_default = 1 },
 	{ .name = "crs-batch", .kind = "crs", .spins = 1, .mode = "both spin",

@@ -436,10 +436,12 @@ static void accept_some(struct crs_pub *pub, int64_t now)
 			listen_pause(pub, now + PUB_FD_BACKOFF_NS);
 			return;
 		}
-		if (fd < 0)
-			continue; /* that peer gave up (ECONNABORTED) */
+		/* A failed accept (that peer gave up: ECONNABORTED; or an
+		 * error that would repeat, as an LSM's denial) costs a token
+		 * too, so that no error can keep this loop turning. */
 		pub->accept_tokens--;
-		newcomer(pub, fd, now);
+		if (fd >= 0)
+			newcomer(pub, fd, now);
 	}
 	listen_pause(pub, pub->tokens_ns + PUB_ACCEPT_COST_NS);
 }

@@ -230,16 +230,7 @@ static int child_prefetch(void *p, int chan)
 {
 	struct prefetch_arg *a = p;
 	crs_sub *sub;
-	int r;
-	if (a->prefetch == 16384) {
-		/* The default options prefetch 16384. */
-		struct crs_sub_opts o;
-		crs_sub_opts_init(&o);
-		o.wait_ms = 10000;
-		r = crs_sub_open(a->name, &o, &sub);
-	} else {
-		r = tu_sub_open(a->name, a->prefetch, &sub);
-	}
+	int r = tu_sub_open(a->name, a->prefetch, &sub);
 	CHECK_EQ(r, 0);
 	CHECK_EQ(crs_sub_requested(sub), a->prefetch);
 	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
@@ -313,11 +304,38 @@ static void test_prefetch_128(void **state)
 	run_prefetch(128, 96);
 }
 
-/* The default options: prefetch 16384, replenished by 12288. */
+/* The default options request 2^20 up front (their replenishing is
+ * the arithmetic the explicit cases check). */
+static int child_default(void *arg, int chan)
+{
+	const char *name = arg;
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 10000;
+	crs_sub *sub;
+	CHECK_EQ(crs_sub_open(name, &o, &sub), 0);
+	CHECK_EQ(crs_sub_requested(sub), 1u << 20);
+	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, 10000), 0);
+	crs_sub_close(sub);
+	return 0;
+}
+
 static void test_prefetch_default(void **state)
 {
 	(void)state;
-	run_prefetch(16384, 12288);
+	char name[64];
+	tu_name(name, sizeof(name), "default");
+	int chan;
+	pid_t pid = tu_spawn(child_default, name, &chan, 60);
+	crs_pub *pub = tu_make_pub(name, 1 << 16);
+	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
+	assert_true(crs_pub_demand(pub) == 1u << 20);
+	assert_int_equal(tu_send(chan, GO, 0), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	close(chan);
+	crs_pub_close(pub);
 }
 
 static void test_prefetch_4(void **state)

@@ -264,7 +264,7 @@ static void test_pub_options(void **state)
 	assert_int_equal(o.allow_uid_any, 0);
 	struct crs_sub_opts so;
 	crs_sub_opts_init(&so);
-	assert_int_equal(so.prefetch, 16384);
+	assert_int_equal(so.prefetch, 1u << 20);
 	assert_int_equal(so.wait_ms, 0);
 	assert_int_equal(so.handshake_ms, 5000);
 

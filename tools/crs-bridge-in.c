@@ -556,7 +556,14 @@ int bridge_in(const struct bridge_opts *o)
 	if (state_open(b))
 		goto out;
 	b->nats_open = 1; /* also after a failure: close cleans up */
-	if (bridge_nats_open(&b->n, o) || consumer_setup(b))
+	if (bridge_nats_open(&b->n, o))
+		goto out;
+	/* As the stream in bridge_nats_open: retry within the outage limit. */
+	int64_t deadline = bridge_now_ns() + o->outage_ms * 1000000;
+	int setup;
+	while ((setup = consumer_setup(b)) && bridge_now_ns() < deadline)
+		usleep(100 * 1000);
+	if (setup)
 		goto out;
 	int err = crs_pub_create(o->stream, &o->pub, &b->pub);
 	if (err) {

@@ -220,7 +220,12 @@ int bridge_nats_open(struct bridge_nats *n, const struct bridge_opts *o)
 			natsStatus_GetText(s));
 		return -1;
 	}
-	return ensure_stream(n, o);
+	/* A server just started, or busy recovering its store, may time out
+	 * JetStream API calls: retry within the outage limit, as connect. */
+	int err;
+	while ((err = ensure_stream(n, o)) && bridge_now_ns() < deadline)
+		usleep(100 * 1000);
+	return err;
 }
 
 void bridge_nats_close(struct bridge_nats *n)

@@ -156,7 +156,7 @@ struct crs_pub_opts {
 struct crs_sub_opts {
 	uint32_t prefetch; /* request this many up front and replenish at 75%;
 			      0 = manual crs_sub_request() only; default
-			      16384 */
+			      1048576 (the ring bounds it first) */
 	int wait_ms;	   /* wait for the stream to appear: 0 fail at once
 			      with -ENOENT (default), -1 forever */
 	int handshake_ms;  /* how long the publisher may take to accept and

@@ -110,7 +110,7 @@ class Publisher(_crs.Publisher):
 
 
 class Subscriber(_crs.Subscriber):
-    """Subscriber(name, *, prefetch=16384, wait=0, handshake_timeout=None,
+    """Subscriber(name, *, prefetch=1048576, wait=0, handshake_timeout=None,
     spin_us=0)
 
     Subscribe to stream ``name``. ``prefetch`` messages are requested up

@@ -515,7 +515,7 @@ static PyGetSetDef sub_getset[] = {
 PyTypeObject py_sub_type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "crs._crs.Subscriber",
-	.tp_doc = "Subscriber(name, *, prefetch=16384, wait=0, "
+	.tp_doc = "Subscriber(name, *, prefetch=1048576, wait=0, "
 		  "handshake_timeout=None, spin_us=0)\n\nA subscription to "
 		  "stream `name`.",
 	.tp_basicsize = sizeof(py_sub),
