@@ -25,6 +25,13 @@
  *  - Discovery: an inotify watch on the runtime directory, read at most
  *    once a millisecond while the merge finds nothing to hand out, and
  *    slept on by crs_sub_wait.
+ *  - Waiting: what a wait arms depends on each member's state (an open
+ *    under way: the opener's fds; open: its data_signal and socket). A
+ *    member found, or one whose open finished, inside the re-check of
+ *    park.h was not armed by the announce before it: the merge then
+ *    bumps its own stream_gen, so that crs_sub_wait and crs_loop look
+ *    again instead of sleeping on stale waits (and no publisher would
+ *    know to wake us: we never told it we park).
  */
 
 #include <errno.h>
@@ -55,9 +62,11 @@ struct member {
 	uint64_t stream_id; /* once open */
 	struct crs_msg stash; /* taken from the member, not handed out */
 	int stashed;
+	uint32_t gen; /* sub->stream_gen when we last looked */
 };
 
 struct crs_merge {
+	crs_sub *owner; /* the merged subscription */
 	char name[CRS_NAME_MAX + 1];
 	size_t name_len;
 	struct crs_sub_opts member_opts;
@@ -107,6 +116,12 @@ static int member_leaf(const struct crs_merge *mg, const char *leaf,
 	return crs_name_member(out) == mg->name_len;
 }
 
+/* What the waits of the merge were armed on changed: see the top. */
+static void merge_stale(struct crs_merge *mg)
+{
+	mg->owner->stream_gen++;
+}
+
 static void member_add(struct crs_merge *mg, const char *name)
 {
 	for (int i = 0; i < mg->n; i++)
@@ -125,8 +140,10 @@ static void member_add(struct crs_merge *mg, const char *name)
 	strlcpy(m->name, name, sizeof(m->name));
 	if (crs_sub_open(name, &mg->member_opts, &m->sub))
 		return;
+	m->gen = m->sub->stream_gen;
 	mg->n++;
 	mg->live++;
+	merge_stale(mg); /* not armed yet */
 }
 
 /* Every member socket in the directory now. */
@@ -184,17 +201,35 @@ static void merge_end(crs_sub *sub, int code, const char *message)
 		strlcpy(sub->end.message, message, sizeof(sub->end.message));
 }
 
-static void member_close(struct crs_merge *mg, int i)
+/* Disarm member i's keys (what they watched may be gone). */
+static void member_forget(struct crs_merge *mg, int i)
 {
-	struct member *m = &mg->m[i];
-	if (!m->sub)
-		return;
 	ipc_waitset_forget(mg->ws, 2 + 2 * (uint64_t)i);
 	ipc_waitset_forget(mg->ws, 3 + 2 * (uint64_t)i);
 	if (mg->loop_ws) {
 		ipc_waitset_forget(mg->loop_ws, 2 + 2 * (uint64_t)i);
 		ipc_waitset_forget(mg->loop_ws, 3 + 2 * (uint64_t)i);
 	}
+}
+
+/* After a call into member i: its open finished (or failed) there, so
+ * its keys watch the opener's closed fds, not its stream. */
+static void member_seen(struct crs_merge *mg, int i)
+{
+	struct member *m = &mg->m[i];
+	if (m->sub->stream_gen == m->gen)
+		return;
+	m->gen = m->sub->stream_gen;
+	member_forget(mg, i);
+	merge_stale(mg);
+}
+
+static void member_close(struct crs_merge *mg, int i)
+{
+	struct member *m = &mg->m[i];
+	if (!m->sub)
+		return;
+	member_forget(mg, i);
 	crs_sub_close(m->sub);
 	m->sub = NULL;
 	m->stashed = 0;
@@ -263,6 +298,7 @@ static int take_from(crs_sub *sub, int i, struct crs_msg *msgs, size_t max,
 		r = 1;
 	} else {
 		r = crs_sub_take(m->sub, msgs, max, max_bytes);
+		member_seen(mg, i);
 		if (r < 0) {
 			member_ended(sub, i);
 			return 0;
@@ -291,6 +327,7 @@ static void fill_stashes(crs_sub *sub)
 		if (!m->sub || m->stashed || i == mg->held)
 			continue;
 		int r = crs_sub_take(m->sub, &m->stash, 1, 0);
+		member_seen(mg, i);
 		if (r == 1) {
 			m->stashed = 1;
 			if (!m->stream_id)
@@ -407,6 +444,7 @@ static int wait_announce(void *ctx, struct ipc_waitset *ws)
 	crs_sub *sub = ctx;
 	struct crs_merge *mg = sub->merge;
 	int how = 0;
+	sub->wait_gen = sub->stream_gen;
 	if (mg->watch_fd >= 0 && ipc_waitset_poll(ws, 0, mg->watch_fd, POLLIN))
 		how |= PARK_NAP;
 	if (mg->watch_fd < 0)
@@ -420,9 +458,12 @@ static int wait_announce(void *ctx, struct ipc_waitset *ws)
 	return how;
 }
 
+/* The re-check may find a member, or finish one's open: then what was
+ * armed is stale, so look again instead of sleeping on it. */
 static int wait_has_work(void *ctx)
 {
-	return merge_has_work(ctx);
+	crs_sub *sub = ctx;
+	return merge_has_work(sub) || sub->wait_gen != sub->stream_gen;
 }
 
 static void wait_withdraw(void *ctx)
@@ -501,6 +542,7 @@ int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)
 	struct crs_merge *mg = calloc(1, sizeof(*mg));
 	if (!mg)
 		return -ENOMEM;
+	mg->owner = sub;
 	mg->watch_fd = -1;
 	mg->held = -1;
 	mg->dir.fd = -1;

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PER_PUB 3000 /* messages per publisher */
@@ -318,6 +319,8 @@ static void test_four_pubs_loop(void **s)
 int main(void)
 {
 	tu_init();
+	if (getenv("MULTIPUB_TEST")) /* one test, to repeat it alone */
+		cmocka_set_test_filter(getenv("MULTIPUB_TEST"));
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_one_pub_one_sub),
 		TU_TEST(test_one_pub_three_subs),
