@@ -411,6 +411,15 @@ struct pat_sample {
 	char err[200];
 };
 
+/* One row of the multipub section: publishers (0: the plain 1:1 stream)
+ * and the rate of each good round (messages/s delivered). */
+struct mp_row {
+	int pubs;
+	int nrounds, good;
+	double rate[MAX_ROUNDS];
+	double median;
+};
+
 struct results {
 	double pp_first;
 	double *probes, *caps; /* probe round trips, parallel capacity */
@@ -427,6 +436,8 @@ struct results {
 	int ncatchup;
 	struct pat_sample pattern[MAX_ROUNDS];
 	int npattern;
+	struct mp_row multipub[4];
+	int nmultipub;
 	int failures;
 	double wall;
 	char load0[128], load1[128];
