@@ -355,8 +355,11 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 static inline void sub_release(struct crs_sub *sub)
 {
 	uint32_t n = sub->held;
-	if (!n)
+	if (!n) {
+		if (__builtin_expect(sub->merge != NULL, 0))
+			merge_release(sub); /* a merge holds in its members */
 		return;
+	}
 	sub->held = 0;
 	sub->pos = sub->held_end;
 	sub->seq += n;
@@ -383,10 +386,6 @@ static inline void sub_release(struct crs_sub *sub)
 
 void crs_sub_release(crs_sub *sub)
 {
-	if (__builtin_expect(sub->merge != NULL, 0)) {
-		merge_release(sub); /* a merge holds in its members */
-		return;
-	}
 	sub_release(sub);
 }
 
@@ -416,13 +415,18 @@ static void sub_told(struct crs_sub *sub, int r)
 	}
 }
 
+/* A merged subscription holds nothing itself (held stays 0) and stays
+ * cold, so the 1:1 hot paths of poll, take and release never test for
+ * one: it shows on their slow paths only (SUB_MERGED, and a release with
+ * nothing held). */
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 {
-	if (__builtin_expect(sub->merge != NULL, 0))
-		return merge_poll(sub, msg, 1, 0);
 	int r = sub_poll(sub, msg);
-	if (__builtin_expect(r < 0, 0))
+	if (__builtin_expect(r < 0, 0)) {
+		if (r == SUB_MERGED)
+			return merge_poll(sub, msg, 1, 0);
 		sub_told(sub, r);
+	}
 	return r;
 }
 
@@ -437,7 +441,7 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 	if (sub->held)
 		sub_release(sub);
 	if (max == 0)
-		return 0;
+		return sub->merge ? SUB_MERGED : 0;
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
@@ -465,11 +469,12 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 		 size_t max_bytes)
 {
-	if (__builtin_expect(sub->merge != NULL, 0))
-		return merge_poll(sub, msgs, max, max_bytes);
 	int r = sub_take(sub, msgs, max, max_bytes);
-	if (__builtin_expect(r < 0, 0))
+	if (__builtin_expect(r < 0, 0)) {
+		if (r == SUB_MERGED)
+			return merge_poll(sub, msgs, max, max_bytes);
 		sub_told(sub, r);
+	}
 	return r;
 }
 
@@ -806,6 +811,8 @@ static void sub_follow(struct crs_sub *sub)
 /* sub_next's slow path. */
 static int sub_cold(struct crs_sub *sub, uint64_t *len)
 {
+	if (sub->merge)
+		return SUB_MERGED; /* always cold: see crs_sub_poll */
 	if (sub->opening) {
 		int r = sub_open_step(sub);
 		if (r <= 0)

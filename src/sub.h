@@ -87,6 +87,10 @@ void sub_withdraw(struct crs_sub *sub);
 /* The liveness socket stirred: the publisher is gone (or misbehaves). */
 void sub_hangup(struct crs_sub *sub);
 
+/* sub_next's answer for a merged subscription (never returned to the
+ * application: crs_sub_poll and crs_sub_take hand over to merge.c). */
+#define SUB_MERGED (-CRS_ELAST - 1)
+
 /* ---- merged subscriptions (merge.c) ----------------------------------
  * One crs_sub over the member streams of a shared stream
  * (crs_pub_opts.shared), one member subscription per publisher,
