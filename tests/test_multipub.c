@@ -20,7 +20,8 @@
 #define MAX_PUBS 8
 #define CHUNK 7 /* the subscriber's request(n) */
 
-enum { PUB_READY = 1, PUB_GO, CLAIMED, SUB_COUNT, SUB_END, SUB_IDS };
+enum { PUB_READY = 1, PUB_GO, CLAIMED, SUB_COUNT, SUB_END, SUB_IDS,
+       SUBSCRIBED };
 
 struct pub_arg {
 	const char *name;
@@ -45,6 +46,8 @@ static int child_pub(void *argp, int chan)
 	CHECK_EQ(crs_pub_create(a->name, &o, &pub), 0);
 	CHECK_EQ(tu_send(chan, PUB_READY, 0), 0);
 	CHECK_EQ(crs_pub_wait_subscribers(pub, a->subscribers, 20000), 0);
+	if (a->pause) /* the victim dies only once we have them all */
+		CHECK_EQ(tu_send(chan, SUBSCRIBED, 0), 0);
 	uint64_t n = a->victim ? 10 : PER_PUB;
 	for (uint64_t k = 0; k < n; k++) {
 		if (a->pause && k == n / 2)
@@ -237,6 +240,13 @@ static void run(int pubs, int subs, int victim, const int *delay,
 		assert_int_equal(tu_expect(sc[i], PUB_READY, NULL, 20000), 0);
 	}
 	if (victim >= 0) {
+		/* A subscriber without delay_errors leaves every member
+		 * when the victim dies: only after each survivor counted
+		 * it, or that survivor would wait for it forever. */
+		for (int i = 0; i < pubs; i++)
+			if (i != victim)
+				assert_int_equal(tu_expect(pc[i], SUBSCRIBED,
+							   NULL, 20000), 0);
 		assert_int_equal(tu_expect(pc[victim], CLAIMED, NULL, 20000), 0);
 		tu_kill(pp[victim]);
 		for (int i = 0; i < pubs; i++)
