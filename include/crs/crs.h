@@ -449,8 +449,8 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
  * internal subscription per publisher (member), including publishers
  * that join later (found through the runtime directory), merged
  * round-robin behind the same calls (poll, take, release, request,
- * cancel, wait, dispatch, end, requested, received; crs_loop_add_sub
- * refuses it with -EOPNOTSUPP in this version).
+ * cancel, wait, dispatch, end, requested, received, and crs_loop_add_sub:
+ * a loop takes it as one registration).
  *  - Demand: request(n) and the prefetch bound what is handed out from
  *    all members together (Reactive Streams 1.1 for the merged
  *    stream). Each member has its own credit, a window W of the
