@@ -20,8 +20,10 @@
  *    every member found has completed. A member's error (EPIPE for one
  *    that died or closed without completing: dying counts as an error)
  *    ends the merge at once, or, with delay_errors, once every other
- *    member has ended. A member that vanished before its open finished
- *    (ENOENT: a dead publisher's leftovers) never joined.
+ *    member has ended. A member whose socket refuses or is missing for
+ *    MEMBER_WAIT_MS (ENOENT: a dead publisher's leftovers) never
+ *    joined. Not at once: a joining publisher's socket file appears at
+ *    bind(), and refuses until its listen().
  *  - Discovery: an inotify watch on the runtime directory, read at most
  *    once a millisecond while the merge finds nothing to hand out, and
  *    slept on by crs_sub_wait.
@@ -53,6 +55,7 @@
 #include "sub.h"
 
 #define DEFAULT_WINDOW 128
+#define MEMBER_WAIT_MS 1000 /* a member socket that refuses: see the top */
 #define DISCOVER_NS 1000000LL /* look for new members at most every 1 ms */
 #define SPIN_BACKOFF_MAX 64
 
@@ -552,6 +555,7 @@ int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)
 	crs_sub_opts_init(&mg->member_opts);
 	mg->member_opts.prefetch = o->prefetch ? o->prefetch : DEFAULT_WINDOW;
 	mg->member_opts.handshake_ms = o->handshake_ms;
+	mg->member_opts.wait_ms = MEMBER_WAIT_MS;
 	mg->member_opts.spin_us = o->spin_us;
 	mg->member_opts.async = 1;
 	sub->merge = mg;
