@@ -11,6 +11,8 @@
  */
 #include "util.h"
 
+#include "crs/inspect.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,7 +23,7 @@
 #define CHUNK 7 /* the subscriber's request(n) */
 
 enum { PUB_READY = 1, PUB_GO, CLAIMED, SUB_COUNT, SUB_END, SUB_IDS,
-       SUBSCRIBED };
+       SUBSCRIBED, HALF };
 
 struct pub_arg {
 	const char *name;
@@ -29,7 +31,24 @@ struct pub_arg {
 	int subscribers;
 	int victim; /* publish 10, then die holding a half-written claim */
 	int pause;  /* publish half, wait for PUB_GO, then the rest */
+	int half;   /* pausing: say HALF first */
+	int error;  /* end with crs_pub_error(error) instead of completing */
 };
+
+/* Paused: keep serving (an inspector may open us) until PUB_GO. */
+static void serve_until_go(crs_pub *pub, int chan)
+{
+	for (;;) {
+		CHECK(crs_pub_poll(pub) >= 0);
+		uint64_t tag;
+		int r = tu_recv(chan, &tag, NULL, 10);
+		if (r == 0) {
+			CHECK_EQ(tag, PUB_GO);
+			return;
+		}
+		CHECK_EQ(r, -ETIMEDOUT);
+	}
+}
 
 struct payload {
 	uint64_t pub, k;
@@ -50,8 +69,11 @@ static int child_pub(void *argp, int chan)
 		CHECK_EQ(tu_send(chan, SUBSCRIBED, 0), 0);
 	uint64_t n = a->victim ? 10 : PER_PUB;
 	for (uint64_t k = 0; k < n; k++) {
-		if (a->pause && k == n / 2)
-			CHECK_EQ(tu_expect(chan, PUB_GO, NULL, 20000), 0);
+		if (a->pause && k == n / 2) {
+			if (a->half)
+				CHECK_EQ(tu_send(chan, HALF, 0), 0);
+			serve_until_go(pub, chan);
+		}
 		struct payload p = {(uint64_t)a->index, k};
 		void *buf;
 		CHECK_EQ(crs_pub_wait(pub, sizeof(p), 20000), 0);
@@ -68,7 +90,10 @@ static int child_pub(void *argp, int chan)
 		for (;;)
 			pause(); /* SIGKILLed here */
 	}
-	CHECK_EQ(crs_pub_complete(pub), 0);
+	if (a->error)
+		CHECK_EQ(crs_pub_error(pub, a->error, "worker failed"), 0);
+	else
+		CHECK_EQ(crs_pub_complete(pub), 0);
 	CHECK_EQ(crs_pub_wait_consumed(pub, 20000), 0);
 	crs_pub_close(pub);
 	return 0;
@@ -80,6 +105,8 @@ struct sub_arg {
 	int delay_errors;
 	int victim; /* publisher index that dies after 10 messages, or -1 */
 	int loop;   /* read through a crs_loop (prefetch 16) */
+	int shared; /* open as shared before any publisher marked it */
+	int failing; /* publisher index that ends with an error, or -1 */
 };
 
 struct loop_state {
@@ -152,6 +179,7 @@ static int child_sub(void *argp, int chan)
 	crs_sub_opts_init(&o);
 	o.prefetch = 0; /* demand by hand: the total bound is ours */
 	o.delay_errors = a->delay_errors;
+	o.shared = a->shared;
 	o.handshake_ms = -1; /* a loaded machine never fails an open */
 	crs_sub *sub;
 	CHECK_EQ(crs_sub_open(a->name, &o, &sub), 0);
@@ -199,7 +227,9 @@ static int child_sub(void *argp, int chan)
 			CHECK(!ids[i] || ids[i] != ids[j]);
 	uint64_t total = 0;
 	for (int i = 0; i < a->pubs; i++) {
-		if (a->delay_errors || a->victim < 0 || i == a->victim)
+		if (a->failing >= 0 && !a->delay_errors)
+			; /* ended at the error: the others' counts vary */
+		else if (a->delay_errors || a->victim < 0 || i == a->victim)
 			CHECK_EQ(next[i],
 				 i == a->victim ? 10 : PER_PUB);
 		total += next[i];
@@ -224,7 +254,7 @@ static void run(int pubs, int subs, int victim, const int *delay,
 	int pc[MAX_PUBS];
 	for (int i = 0; i < pubs; i++) {
 		pa[i] = (struct pub_arg){name, i, subs, i == victim,
-					 victim >= 0 && i != victim};
+					 victim >= 0 && i != victim, 0, 0};
 		pp[i] = tu_spawn_engine(child_pub, &pa[i], &pc[i], 60, i & 1);
 		assert_int_equal(tu_expect(pc[i], PUB_READY, NULL, 20000), 0);
 	}
@@ -235,7 +265,7 @@ static void run(int pubs, int subs, int victim, const int *delay,
 	int sc[3];
 	for (int i = 0; i < subs; i++) {
 		sa[i] = (struct sub_arg){name, pubs, delay ? delay[i] : 0,
-					 victim, use_loop};
+					 victim, use_loop, 0, -1};
 		sp[i] = tu_spawn_engine(child_sub, &sa[i], &sc[i], 60, i & 1);
 		assert_int_equal(tu_expect(sc[i], PUB_READY, NULL, 20000), 0);
 	}
@@ -275,6 +305,132 @@ static void run(int pubs, int subs, int victim, const int *delay,
 	}
 	for (int i = 0; i < subs; i++)
 		close(sc[i]);
+}
+
+static pid_t spawn_pub(struct pub_arg *a, int *chan, int engine)
+{
+	pid_t pid = tu_spawn_engine(child_pub, a, chan, 60, engine);
+	assert_int_equal(tu_expect(*chan, PUB_READY, NULL, 20000), 0);
+	return pid;
+}
+
+/* The member streams of name the inspector lists: each must be one of
+ * pids, with one subscriber. Returns how many. */
+static int inspect_members(const char *name, const pid_t *pids, int n)
+{
+	char names[64][CRS_NAME_MAX + 1];
+	int k = crs_inspect_list(names, 64);
+	assert_true(k >= 0 && k <= 64);
+	size_t len = strlen(name);
+	int found = 0, seen[8] = {0};
+	for (int i = 0; i < k; i++) {
+		if (strncmp(names[i], name, len) || names[i][len] != '~')
+			continue;
+		crs_inspector *in;
+		struct crs_stream_info info;
+		assert_int_equal(crs_inspect_open(names[i], &in), 0);
+		assert_int_equal(crs_inspect_read(in, &info, NULL, 0), 1);
+		crs_inspect_close(in);
+		int j = 0;
+		while (j < n && pids[j] != info.pub_pid)
+			j++;
+		assert_true(j < n && !seen[j]); /* one member each */
+		seen[j] = 1;
+		found++;
+	}
+	return found;
+}
+
+/* Publishers join and leave while a subscriber reads: the subscriber
+ * opens (shared) before any publisher exists; P0 joins, publishes half
+ * and pauses; P1 joins mid-stream and pauses too (the inspector then
+ * shows both members, each with its publisher's pid), completes and
+ * leaves while P0 still has half to go. The merge must not end there:
+ * all of both arrives, each in order, then the completion. */
+static void test_join_and_leave(void **s)
+{
+	(void)s;
+	char name[48];
+	tu_name(name, sizeof(name), "mpj");
+	struct sub_arg sa = {name, 2, 0, -1, 0, 1, -1};
+	int sc, pc[2];
+	pid_t sp = tu_spawn_engine(child_sub, &sa, &sc, 60, 0);
+	assert_int_equal(tu_expect(sc, PUB_READY, NULL, 20000), 0);
+	struct pub_arg pa[2];
+	pid_t pp[2];
+	for (int i = 0; i < 2; i++) {
+		pa[i] = (struct pub_arg){name, i, 1, 0, 1, 1, 0};
+		pp[i] = spawn_pub(&pa[i], &pc[i], i);
+		assert_int_equal(tu_expect(pc[i], SUBSCRIBED, NULL, 20000), 0);
+		assert_int_equal(tu_expect(pc[i], HALF, NULL, 20000), 0);
+	}
+	assert_int_equal(inspect_members(name, pp, 2), 2);
+	assert_int_equal(tu_send(pc[1], PUB_GO, 0), 0);
+	assert_int_equal(tu_wait_child(pp[1], 30000), 0); /* P1 left */
+	assert_int_equal(inspect_members(name, pp, 2), 1);
+	assert_int_equal(tu_send(pc[0], PUB_GO, 0), 0);
+	uint64_t total, code;
+	assert_int_equal(tu_expect(sc, SUB_COUNT, &total, 30000), 0);
+	assert_int_equal(tu_expect(sc, SUB_END, &code, 30000), 0);
+	assert_int_equal(total, 2 * PER_PUB);
+	assert_int_equal(code, 0);
+	assert_int_equal(tu_wait_child(sp, 20000), 0);
+	assert_int_equal(tu_wait_child(pp[0], 30000), 0);
+	close(sc);
+	close(pc[0]);
+	close(pc[1]);
+}
+
+/* One of two publishers ends with crs_pub_error (after all of its
+ * messages): a subscriber ends with that code at once (not before the
+ * failing publisher's messages), one with delay_errors only after every
+ * message of the other publisher too. */
+static void test_publisher_error(void **s)
+{
+	(void)s;
+	char name[48];
+	tu_name(name, sizeof(name), "mpe");
+	struct pub_arg pa[2];
+	pid_t pp[2];
+	int pc[2], sc[2];
+	for (int i = 0; i < 2; i++) {
+		pa[i] = (struct pub_arg){name, i, 2, 0, 1, 0, i ? 77 : 0};
+		pp[i] = spawn_pub(&pa[i], &pc[i], i);
+	}
+	struct sub_arg sa[2];
+	pid_t sp[2];
+	for (int i = 0; i < 2; i++) {
+		sa[i] = (struct sub_arg){name, 2, i, -1, 0, 0, 1};
+		sp[i] = tu_spawn_engine(child_sub, &sa[i], &sc[i], 60, i);
+		assert_int_equal(tu_expect(sc[i], PUB_READY, NULL, 20000), 0);
+	}
+	/* Both counted both subscribers: the one that ends first may
+	 * leave P0 early without stalling it. */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(tu_expect(pc[i], SUBSCRIBED, NULL, 20000), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(tu_send(pc[i], PUB_GO, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		uint64_t total, code;
+		assert_int_equal(tu_expect(sc[i], SUB_COUNT, &total, 30000), 0);
+		assert_int_equal(tu_expect(sc[i], SUB_END, &code, 30000), 0);
+		assert_int_equal(code, 77);
+		if (i == 1) /* delay_errors: everything first */
+			assert_int_equal(total, 2 * PER_PUB);
+		assert_int_equal(tu_wait_child(sp[i], 20000), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		int st = tu_wait_child(pp[i], 30000);
+		assert_true(st == 0 || st == TU_CHILD_FAIL);
+		close(pc[i]);
+		close(sc[i]);
+	}
+}
+
+static void test_two_pubs_one_sub(void **s)
+{
+	(void)s;
+	run(2, 1, -1, NULL, NULL);
 }
 
 static void test_one_pub_one_sub(void **s)
@@ -334,11 +490,14 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_one_pub_one_sub),
 		TU_TEST(test_one_pub_three_subs),
+		TU_TEST(test_two_pubs_one_sub),
 		TU_TEST(test_two_pubs_three_subs),
 		TU_TEST(test_eight_pubs_one_sub),
 		TU_TEST(test_eight_pubs_three_subs),
 		TU_TEST(test_publisher_killed_mid_claim),
 		TU_TEST(test_four_pubs_loop),
+		TU_TEST(test_join_and_leave),
+		TU_TEST(test_publisher_error),
 	};
 	return cmocka_run_group_tests_name("multipub", tests, NULL, NULL);
 }
