@@ -39,7 +39,7 @@ struct pub_arg {
 static void serve_until_go(crs_pub *pub, int chan)
 {
 	for (;;) {
-		CHECK(crs_pub_poll(pub) >= 0);
+		CHECK(crs_pub_serve(pub) >= 0);
 		uint64_t tag;
 		int r = tu_recv(chan, &tag, NULL, 10);
 		if (r == 0) {
@@ -150,7 +150,7 @@ static int loop_sub(struct sub_arg *a, int chan)
 	crs_sub *sub;
 	crs_loop *loop;
 	CHECK_EQ(crs_sub_open(a->name, &o, &sub), 0);
-	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK_EQ(crs_loop_create(&loop), 0);
 	struct loop_state st = {.pubs = a->pubs};
 	struct crs_sub_callbacks cb = {loop_next, loop_complete, loop_error,
 				       NULL};
@@ -165,7 +165,7 @@ static int loop_sub(struct sub_arg *a, int chan)
 		total += st.next[i];
 	CHECK_EQ(tu_send(chan, SUB_COUNT, total), 0);
 	CHECK_EQ(tu_send(chan, SUB_END, (uint64_t)st.code), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	return 0;
 }
