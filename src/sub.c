@@ -336,13 +336,16 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 	return sub_next_slow(sub, len);
 }
 
+/* id: sub->at.seg.stream_id, which a caller filling many views loads
+ * once (a store to msg may alias sub, so it would be loaded each time). */
 static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
-			    uint64_t len, uint64_t seq, struct crs_msg *msg)
+			    uint64_t len, uint64_t seq, uint64_t id,
+			    struct crs_msg *msg)
 {
 	msg->data = sub->ring + (pos & sub->mask) + CRS_FRAME_HEADER;
 	msg->len = len;
 	msg->seq = seq;
-	msg->stream_id = sub->at.seg.stream_id;
+	msg->stream_id = id;
 }
 
 /* crs_sub_release's slow path: replenish a prefetch if due, and publish
@@ -409,7 +412,7 @@ static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
-	sub_view(sub, sub->pos, len, sub->seq, msg);
+	sub_view(sub, sub->pos, len, sub->seq, sub->at.seg.stream_id, msg);
 	sub->held = 1;
 	sub->held_end = sub->pos + crs_frame_size(len);
 	return 1;
@@ -462,10 +465,11 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 		max = (size_t)left;
 	if (max > INT32_MAX)
 		max = INT32_MAX;
-	uint64_t pos = sub->pos, bytes = 0;
+	uint64_t pos = sub->pos, bytes = 0, seq = sub->seq;
+	uint64_t id = sub->at.seg.stream_id;
 	size_t n = 0;
 	for (;;) {
-		sub_view(sub, pos, len, sub->seq + n, &msgs[n]);
+		sub_view(sub, pos, len, seq + n, id, &msgs[n]);
 		n++;
 		bytes += len;
 		pos += crs_frame_size(len);
