@@ -35,11 +35,9 @@
 #define CRS_LAYOUT_MAGIC 0x3153524f4e535243ULL /* "CRSNORS1" */
 #define CRS_CTL_MAGIC 0x314c544353524331ULL
 #define CRS_LAYOUT_VERSION 1
-#define CRS_MAX_SUBSCRIBERS 64
 #define CRS_RING_OFFSET 8192
-#define CRS_RING_MIN 4096ULL
-#define CRS_RING_MAX (1ULL << 30)
 #define CRS_CTL_SIZE 4096
+/* CRS_SUBSCRIBERS_MAX, CRS_RING_MIN and CRS_RING_MAX: in crs/crs.h. */
 
 /* crs_seg_header.flags */
 #define CRS_SEG_PUB_FENCES 1u /* publisher fences every commit: subscribers
@@ -177,7 +175,7 @@ struct crs_data_header {
 	struct crs_pub_signal signal;
 	struct crs_terminal terminal;
 	struct crs_pub_stats stats;
-	struct crs_sub_stats subs[CRS_MAX_SUBSCRIBERS];
+	struct crs_sub_stats subs[CRS_SUBSCRIBERS_MAX];
 };
 _Static_assert(offsetof(struct crs_data_header, signal) == 256, "signal");
 _Static_assert(offsetof(struct crs_data_header, terminal) == 320, "term");

@@ -44,7 +44,7 @@ void crs_pub_opts_init(struct crs_pub_opts *o)
 	o->mode = CRS_MODE_PUBLISH;
 	o->ring_bytes = DEFAULT_RING;
 	o->max_message = 0; /* ring_bytes / 4, whatever the ring */
-	o->max_subscribers = CRS_MAX_SUBSCRIBERS;
+	o->max_subscribers = CRS_SUBSCRIBERS_MAX;
 }
 
 static int opts_check(struct crs_pub_opts *o)
@@ -59,8 +59,8 @@ static int opts_check(struct crs_pub_opts *o)
 	if (o->max_message > o->ring_bytes / 4)
 		return -EINVAL;
 	if (!o->max_subscribers)
-		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
-	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
+		o->max_subscribers = CRS_SUBSCRIBERS_MAX;
+	if (o->max_subscribers > CRS_SUBSCRIBERS_MAX)
 		return -EINVAL;
 	if (!o->max_per_process) /* no process may lock the others out */
 		o->max_per_process = (o->max_subscribers + 1) / 2;
@@ -233,7 +233,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		return crs_err_code(-ENOMEM);
 	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
-	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
+	for (int i = 0; i < CRS_SUBSCRIBERS_MAX; i++)
 		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
 	for (int i = 0; i < PUB_MAX_PENDING; i++)
 		pub->pending[i].fd = -1;
@@ -303,7 +303,7 @@ static void pub_recompute(struct crs_pub *pub)
 {
 	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
 	int live = 0, n = pub->nactive;
-	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* dropping slots edits pub's */
+	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* dropping slots edits pub's */
 	memcpy(active, pub->active, (size_t)n);
 	for (int k = 0; k < n; k++) {
 		int i = active[k];
@@ -761,12 +761,11 @@ uint64_t crs_pub_dropped(const crs_pub *pub)
 
 uint64_t crs_pub_demand(crs_pub *pub)
 {
-	serve_if_due(pub);
 	pub_recompute(pub);
 	return crs_credit_outstanding(pub->credit_limit, pub->seq);
 }
 
-int crs_pub_poll(crs_pub *pub)
+int crs_pub_serve(crs_pub *pub)
 {
 	int n = pub_serve(pub);
 	pub_flush_latest(pub);
@@ -787,7 +786,7 @@ int crs_pub_subscribers(const crs_pub *pub)
 
 void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
 {
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++)
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++)
 		ipc_waitset_forget(ws, base + 1 + s);
 }
 
@@ -807,7 +806,7 @@ int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
 	int how = 0;
 	if (ipc_waitset_poll(ws, base, pub->ep, POLLIN))
 		how |= PARK_NAP;
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++) {
 		uint64_t key = base + 1 + s;
 		if (s < pub->max_subscribers && pub->slots[s].used) {
 			if (ipc_waitset_futex(ws, key,
@@ -844,7 +843,7 @@ struct pub_wait {
 	int (*ready)(struct crs_pub *, uint64_t);
 	uint64_t arg;
 	uint32_t gen; /* slot_gen when the wait began */
-	uint32_t progress[CRS_MAX_SUBSCRIBERS];
+	uint32_t progress[CRS_SUBSCRIBERS_MAX];
 };
 
 static int wait_announce(void *ctx, struct ipc_waitset *ws)
@@ -880,14 +879,14 @@ static int pub_park(struct crs_pub *pub,
 	struct pub_wait w = {
 		.pub = pub, .ready = ready, .arg = arg, .gen = pub->slot_gen
 	};
-	uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+	uint64_t fired[CRS_SUBSCRIBERS_MAX + 1];
 	if (pub->untethered_ns) { /* wake up to evict in time */
 		int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
 		if (check < deadline)
 			deadline = check;
 	}
 	int n = park_wait(&wait_hooks, &w, pub->ws, deadline, fired,
-			  CRS_MAX_SUBSCRIBERS + 1);
+			  CRS_SUBSCRIBERS_MAX + 1);
 	for (int k = 0; k < n; k++)
 		if (fired[k] == 0)
 			pub_serve(pub);

@@ -150,7 +150,7 @@ static void test_nested_sub(void **state)
 	pid_t pid = tu_spawn(publisher, name, &chan, 60);
 	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	crs_sub *sub;
 	struct crs_sub_opts o;
 	crs_sub_opts_init(&o);
@@ -173,7 +173,7 @@ static void test_nested_sub(void **state)
 			assert_true(crs_loop_run(loop, 100) >= 0);
 		assert_int_equal(got, round);
 	}
-	crs_loop_free(loop); /* before the handle it still holds */
+	crs_loop_close(loop); /* before the handle it still holds */
 	crs_sub_close(sub);
 	close(chan);
 	assert_int_equal(tu_wait_child(pid, 10000), 0);
@@ -213,7 +213,7 @@ static void test_nested_pub(void **state)
 	tu_name(name, sizeof(name), "nest-pub");
 	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	pid_t pid = tu_spawn(requester, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	assert_int_equal(crs_loop_add_pub(loop, pub, count_ready, &ready), 0);
@@ -236,7 +236,7 @@ static void test_nested_pub(void **state)
 	}
 	close(chan);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_pub_close(pub);
 }
 
