@@ -637,7 +637,10 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
  * waits for fires. Returns the fd, or -ENOMEM/-EMFILE (or another
  * -errno) when the fallback's eventfd or thread cannot be made.
  * io_uring delivers completions as task work, which may cut the outer
- * wait short with EINTR: treat that as a wakeup, too. Between runs the
+ * wait short with EINTR: treat that as a wakeup, too. It may also turn
+ * readable with nothing to do, at the deadline of an earlier wait that
+ * ended sooner (io_uring keeps one deadline timer for the waits that end
+ * later, rather than one per wait): a run then finds nothing. Between runs the
  * loop stays announced to its peers, also while you call crs_sub_wait or
  * crs_pub_wait* on one of its handles. Free the loop (or remove a
  * handle) before closing a handle registered with it. */
