@@ -596,6 +596,7 @@ struct target {
 	int measured;	   /* both sides ran */
 	int rounds;	   /* clean rounds the value comes from */
 	int known;	   /* measured, with clean rounds: a verdict */
+	const char *skipped; /* its baseline (Aeron) was skipped: why */
 };
 int targets(const struct config *cfg, const struct results *res,
 	    struct target *t, int max);

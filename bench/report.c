@@ -524,10 +524,12 @@ void report_table(const struct config *cfg, const struct results *res)
 				       t[i].higher_better ? ">=" : "<=",
 				       t[i].goal, t[i].rounds, verdict(&t[i]));
 			else
-				printf("  %-58s       - (goal %s %.2f) %s\n",
+				printf("  %-58s       - (goal %s %.2f) %s%s%s\n",
 				       t[i].what,
 				       t[i].higher_better ? ">=" : "<=",
-				       t[i].goal, verdict(&t[i]));
+				       t[i].goal, verdict(&t[i]),
+				       t[i].skipped ? ": " : "",
+				       t[i].skipped ? t[i].skipped : "");
 		}
 	}
 	printf("\nfailures: %d\n", res->failures);
@@ -865,9 +867,14 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		else
 			fprintf(f, ", \"value\": null");
 		fprintf(f, ", \"clean_rounds\": %d, \"goal\": \"%s %.2f\", "
-			   "\"verdict\": \"%s\"}",
+			   "\"verdict\": \"%s\"",
 			t[i].rounds, t[i].higher_better ? ">=" : "<=",
 			t[i].goal, verdict(&t[i]));
+		if (t[i].skipped) {
+			fprintf(f, ", \"skipped\": ");
+			tool_json_str(f, t[i].skipped);
+		}
+		fputc('}', f);
 	}
 	fprintf(f, "\n  ],\n  \"failures\": %d\n}\n", res->failures);
 }
