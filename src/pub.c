@@ -34,6 +34,7 @@
 #include "ipc/waitset.h"
 #include "park.h"
 #include "pub.h"
+#include "ring.h"
 #include "terminal.h"
 
 #define DEFAULT_RING (1ULL << 20)
@@ -318,7 +319,7 @@ static void pub_recompute(struct crs_pub *pub)
 		uint64_t req = crs_load_acquire(&c->requested);
 		uint64_t cons = crs_load_acquire(&c->consumed);
 		if (req < s->requested || cons < s->consumed || cons > pub->pos ||
-		    (cons & (CRS_FRAME_ALIGN - 1))) {
+		    !crs_frame_aligned(cons)) {
 			pub_drop_slot(pub, i, CRS_EPROTO);
 			continue;
 		}
@@ -375,7 +376,7 @@ static int pub_check(struct crs_pub *pub, uint64_t need)
 {
 	if (pub->seq >= pub->credit_limit)
 		return -CRS_ENODEMAND;
-	if (pub->pos + need + CRS_FRAME_HEADER > pub->room_limit)
+	if (ring_end(pub->pos, need) > pub->room_limit)
 		return -CRS_ENOROOM;
 	return 0;
 }
@@ -392,46 +393,8 @@ static int pub_refresh(struct crs_pub *pub, uint64_t need)
 static inline uint64_t claim_need(const struct crs_pub *pub, uint64_t frame,
 				  uint64_t *pad)
 {
-	uint64_t off = pub->pos & pub->mask;
-	*pad = off + frame > pub->ring_size ? pub->ring_size - off : 0;
+	*pad = ring_pad_needed(pub->pos & pub->mask, frame, pub->ring_size);
 	return *pad + frame;
-}
-
-static inline _Atomic uint64_t *header_at(const struct crs_pub *pub,
-					  uint64_t pos)
-{
-	return (_Atomic uint64_t *)(pub->ring + (pos & pub->mask));
-}
-
-/* Size of the frame whose header says len_flags. */
-static inline uint64_t frame_bytes(uint32_t len_flags)
-{
-	return len_flags & CRS_FRAME_PAD
-		       ? (len_flags & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER
-		       : crs_frame_size(len_flags);
-}
-
-/* Zero the header slot at next, then publish the header word at pos:
- * the commit of one frame. */
-static inline void store_header(const struct crs_pub *pub, uint64_t pos,
-				uint64_t next, uint64_t word)
-{
-	/* Pairs with the acquire load of the header in sub_peek() and
-	 * sub_next_slow(); see put_header(). */
-	crs_store_relaxed(header_at(pub, next), 0);
-	crs_store_release(header_at(pub, pos), word);
-}
-
-static inline void put_header(const struct crs_pub *pub, uint64_t pos,
-			      uint32_t len_flags)
-{
-	/* Zero the next header slot first, then publish this one: pairs
-	 * with the acquire load of the header in sub_peek() and
-	 * sub_next_slow(). A reader goes by headers alone, so this
-	 * release store is the whole commit. */
-	crs_store_relaxed(header_at(pub, pos + frame_bytes(len_flags)), 0);
-	crs_store_release(header_at(pub, pos),
-			  crs_frame_word(pos, len_flags));
 }
 
 /* The figures inspectors read (crs_stream_info): kept in the handle by
@@ -474,7 +437,7 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 	}
 	if (pub->mode == CRS_MODE_REPLAY) {
 		/* Retained messages this frame will overwrite are gone. */
-		uint64_t end = pub->pos + need + CRS_FRAME_HEADER;
+		uint64_t end = ring_end(pub->pos, need);
 		if (end > pub->ring_size)
 			crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
 					pub->pos, pub->seq, pub->bytes, 0,
@@ -483,14 +446,13 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 	if (pad) {
 		/* The padding counts as committed even if this claim is then
 		 * aborted: readers step over it by its header alone. */
-		put_header(pub, pub->pos,
-			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
+		ring_pad(pub->ring, pub->mask, pub->pos, pad);
 		pub->pos += pad;
 	}
 	pub->claim_pos = pub->pos;
 	pub->claim_len = len;
 	pub->claimed = 1;
-	*buf = pub->ring + (pub->pos & pub->mask) + CRS_FRAME_HEADER;
+	*buf = pub->ring + ring_payload_offset(pub->mask, pub->pos);
 	return 0;
 }
 
@@ -503,16 +465,16 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 	if (__builtin_expect(pub->claimed || pub->state != PUB_CONNECTED ||
 				     len > pub->max_message ||
 				     pub->seq >= pub->credit_limit ||
-				     pub->pos + frame + CRS_FRAME_HEADER >
+				     ring_end(pub->pos, frame) >
 					     pub->room_limit ||
-				     off + frame > pub->ring_size ||
+				     ring_wraps(off, frame, pub->ring_size) ||
 				     pub->mode == CRS_MODE_REPLAY,
 			     0))
 		return claim_slow(pub, len, buf);
 	pub->claim_pos = pub->pos;
 	pub->claim_len = len;
 	pub->claimed = 1;
-	*buf = pub->ring + off + CRS_FRAME_HEADER;
+	*buf = pub->ring + ring_payload_offset(pub->mask, pub->pos);
 	return 0;
 }
 
@@ -606,9 +568,10 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 		pub->more = 1;
 		pub->more_pos = pos;
 		pub->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(header_at(pub, next), 0);
+		ring_clear(pub->ring, pub->mask, next);
 	} else {
-		store_header(pub, pos, next, crs_frame_word(pos, (uint32_t)len));
+		ring_commit(pub->ring, pub->mask, pos, next,
+			    crs_frame_word(pos, (uint32_t)len));
 	}
 	pub->pos = next;
 	pub->claimed = 0;
@@ -643,9 +606,8 @@ int crs_pub_flush(crs_pub *pub)
 {
 	if (!pub->more)
 		return 0;
-	/* After the headers of every frame behind it: pairs with the
-	 * acquire load of the header in sub_peek() and sub_next_slow(). */
-	crs_store_release(header_at(pub, pub->more_pos), pub->more_word);
+	/* After the headers of every frame behind it (ring.h). */
+	ring_publish(pub->ring, pub->mask, pub->more_pos, pub->more_word);
 	pub->more = 0;
 	uint64_t n = pub->more_count;
 	pub->more_count = pub->more_bytes = 0;
