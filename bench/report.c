@@ -24,9 +24,27 @@
 struct machine {
 	long nproc;
 	char cpu[128], kernel[128], clocksrc[64], rundir[256];
+	char shmem_thp[32]; /* the bracketed choice, "-" without THP */
 	double probe_med, probe_min, probe_max, pause_ns;
 	double cap_med, cap_min, cap_low; /* cap_low: share of probes < 1.5 */
 };
+
+/* Shared memory gets huge pages only where this says advise (crs asks
+ * on rings of 2 MiB or more), within_size or always: it decides the
+ * catch-up figure. */
+static void shmem_thp(char *out, size_t len)
+{
+	char line[128] = "";
+	read_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled", NULL,
+		  line, sizeof(line));
+	const char *open = strchr(line, '[');
+	const char *close = open ? strchr(open, ']') : NULL;
+	if (!close) {
+		snprintf(out, len, "-");
+		return;
+	}
+	snprintf(out, len, "%.*s", (int)(close - open - 1), open + 1);
+}
 
 static void machine(const struct config *cfg, const struct results *res,
 		    struct machine *m)
@@ -39,6 +57,7 @@ static void machine(const struct config *cfg, const struct results *res,
 	read_line("/sys/devices/system/clocksource/clocksource0/"
 		  "current_clocksource",
 		  NULL, m->clocksrc, sizeof(m->clocksrc));
+	shmem_thp(m->shmem_thp, sizeof(m->shmem_thp));
 	if (crs_runtime_dir(m->rundir, sizeof(m->rundir)) < 0)
 		snprintf(m->rundir, sizeof(m->rundir), "?");
 	m->probe_med = median(res->probes, res->nprobes);
@@ -392,9 +411,12 @@ void report_table(const struct config *cfg, const struct results *res)
 		       "memfd, %.0f faults), %.2f GB/s (second pass, no "
 		       "faults),\n"
 		       "   %.2f GB/s (MAP_POPULATE, mmap timed)\n"
-		       "   publishing with no subscriber %.2f GB/s\n",
+		       "   publishing with no subscriber %.2f GB/s\n"
+		       "   shmem huge pages: %s (crs asks for them on rings "
+		       "of 2 MiB or more; \"never\" leaves 4 KiB pages)\n",
 		       cu_med(res, 2), cu_med(res, 3), cu_med(res, 8),
-		       cu_med(res, 10), cu_med(res, 11), cu_med(res, 7));
+		       cu_med(res, 10), cu_med(res, 11), cu_med(res, 7),
+		       m.shmem_thp);
 		printf("   catch-up / mem-read %.3f, read-only / mem-read "
 		       "%.3f, catch-up / memfd-read %.3f;\n"
 		       "   rounds (catch-up/mem-read GB/s):",
@@ -660,6 +682,8 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 	json_str(f, m.kernel);
 	fprintf(f, ", \"clocksource\": ");
 	json_str(f, m.clocksrc);
+	fprintf(f, ", \"shmem_thp\": ");
+	json_str(f, m.shmem_thp);
 	fprintf(f, ", \"loadavg_start\": ");
 	json_str(f, res->load0);
 	fprintf(f, ", \"loadavg_end\": ");

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define IPC_HUGE_PAGE ((size_t)2 << 20)
+
 #define SEALS_FIXED (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 #define SEALS_READONLY (SEALS_FIXED | F_SEAL_FUTURE_WRITE)
 
@@ -63,6 +65,15 @@ int ipc_map(int fd, size_t size, int writable, void **out)
 	void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
+	/* Ask for transparent huge pages on rings of 2 MiB or more: a late
+	 * joiner's first pass over a fresh mapping is bound by building
+	 * page tables (one fault per 64 KiB), about 0.4x of the memory read
+	 * rate with 4 KiB pages and on a par with it with 2 MiB pages. The
+	 * kernel honours it where shmem THP is "advise" (or "within_size",
+	 * "always"); under "never", or without THP, it fails or is ignored
+	 * and the mapping works as before, so the result does not matter. */
+	if (size >= IPC_HUGE_PAGE)
+		(void)madvise(p, size, MADV_HUGEPAGE);
 	*out = p;
 	return 0;
 }

@@ -28,16 +28,26 @@ static int sock_addr(int dirfd, const char *dir, const char *leaf,
 	return n < 0 || (size_t)n >= sizeof(sa->sun_path) ? -ENAMETOOLONG : 0;
 }
 
-int ipc_sock_listen(int dirfd, const char *dir, const char *leaf)
+/* A non-blocking seqpacket socket and the address of leaf in dir, for
+ * listen and connect alike. Returns the socket or -errno. */
+static int sock_open(int dirfd, const char *dir, const char *leaf,
+		     struct sockaddr_un *sa)
 {
-	struct sockaddr_un sa;
-	int err = sock_addr(dirfd, dir, leaf, &sa);
+	int err = sock_addr(dirfd, dir, leaf, sa);
 	if (err)
 		return err;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			0);
+	return fd < 0 ? -errno : fd;
+}
+
+int ipc_sock_listen(int dirfd, const char *dir, const char *leaf)
+{
+	struct sockaddr_un sa;
+	int err;
+	int fd = sock_open(dirfd, dir, leaf, &sa);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* Reachable for any local peer the directory lets in: who may
 	 * subscribe is decided by peer credentials, not file modes. The
 	 * directory is ours alone, so the node we chmod is the one bound. */
@@ -53,13 +63,10 @@ int ipc_sock_listen(int dirfd, const char *dir, const char *leaf)
 int ipc_sock_connect(int dirfd, const char *dir, const char *leaf)
 {
 	struct sockaddr_un sa;
-	int err = sock_addr(dirfd, dir, leaf, &sa);
-	if (err)
-		return err;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			0);
+	int err;
+	int fd = sock_open(dirfd, dir, leaf, &sa);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* Non-blocking: a wedged publisher with a full backlog gives
 	 * EAGAIN at once instead of holding us past our timeout. */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
