@@ -11,6 +11,9 @@
  *                the next header, payload padded to 8; the receiver polls
  *                the header word and publishes its position every ring/4
  *                and when idle. Both spin.
+ *   aeron-excl, aeron-shared
+ *                Aeron aeron:ipc, exclusive and concurrent publications
+ *                (aeron.c; skipped unless built with the meson option aeron).
  *   pipe         write(2) / read(2) of whole messages, default pipe size
  *                (64 KiB). Both block in the kernel; two copies.
  *   unix-socket  the same over socketpair(AF_UNIX, SOCK_STREAM).
@@ -559,6 +562,19 @@ const struct tp_scn base_tp_scns[] = {
 		  "without API, demand or checks",
 	  .setup = inband_setup, .send = inband_send, .recv = inband_recv,
 	  .cleanup = map_cleanup, .is_default = 1 },
+	{ .name = "aeron-excl", .kind = "baseline", .spins = 1,
+	  .mode = "both spin, + media driver",
+	  .desc = "Aeron aeron:ipc, exclusive publication: try_claim, fill, "
+		  "commit (offer above max payload); subscription poll, "
+		  "10 fragments",
+	  .setup = IF_AERON(aeron_tp_setup), .send = IF_AERON(aeron_send_excl),
+	  .recv = IF_AERON(aeron_recv), .is_default = 1, .needs_aeron = 1 },
+	{ .name = "aeron-shared", .kind = "baseline", .spins = 1,
+	  .mode = "both spin, + media driver",
+	  .desc = "as aeron-excl with a concurrent (shared) publication",
+	  .setup = IF_AERON(aeron_tp_setup),
+	  .send = IF_AERON(aeron_send_shared), .recv = IF_AERON(aeron_recv),
+	  .is_default = 1, .needs_aeron = 1 },
 	{ .name = "pipe", .kind = "baseline", .mode = "both block (kernel)",
 	  .desc = "write(2)/read(2) of whole messages through a pipe "
 		  "(64 KiB default capacity): two copies",

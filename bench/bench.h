@@ -9,6 +9,8 @@
  *                 measurement driver
  *   baselines.c   the same transfers without crs: bare ring, in-band ring,
  *                 pipe, unix socket, ZeroMQ, pipe fan-out
+ *   aeron.c       Aeron aeron:ipc (meson option aeron): its media driver,
+ *                 throughput transports and ping-pong endpoints
  *   latency.c     ping-pong round trips, spinning and blocking, crs and
  *                 the raw limits (cache line, futex, pipe, socket, ZeroMQ)
  *   wake.c        one publisher waking many sleeping subscribers
@@ -32,6 +34,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
+
+#include "toolutil.h" /* tool_parse_size, tool_json_str */
 
 #define BENCH_VERSION "0.2"
 #define MAX_SIZES 16
@@ -109,8 +113,6 @@ void shared_free(void *p, size_t len);
 void pin_to(int enabled, int cpu);
 double median(const double *v, int n);
 double pct_of(const double *v, int n, double p);
-uint64_t parse_bytes(const char *s);
-void json_str(FILE *f, const char *s);
 void read_line(const char *path, const char *key, char *buf, size_t len);
 void fmt_size(char *buf, size_t len, size_t size);
 int scenario_selected(const struct config *cfg, const char *name,
@@ -339,6 +341,7 @@ struct tp_sample {
 
 struct tp_cell {
 	const char *name; /* scenario */
+	const char *skipped; /* not run, and why (no rounds) */
 	int spins;	  /* a process of it busy-polls */
 	size_t size;
 	int nsubs;
@@ -358,6 +361,7 @@ struct lat_sample {
 
 struct lat_cell {
 	const char *name;
+	const char *skipped; /* not run, and why (no rounds) */
 	const char *mode; /* "spin" or "block" */
 	int spins;
 	size_t size;
@@ -486,12 +490,41 @@ struct tp_scn {
 	int spins;	    /* sender or receiver busy-polls */
 	int fan;	    /* usable for fan-out */
 	int needs_zmq;
+	int needs_aeron;    /* skipped when aeron_skip_reason says why */
 };
 
 extern const struct tp_scn crs_tp_scns[];
 extern const int n_crs_tp_scns;
 extern const struct tp_scn base_tp_scns[];
 extern const int n_base_tp_scns;
+
+/* ---- Aeron (aeron.c) ------------------------------------------------------
+ * Built with HAVE_AERON (meson option aeron=PREFIX). Without it the
+ * scenarios stay in the tables with no functions, and are skipped. */
+
+#ifdef HAVE_AERON
+#define IF_AERON(f) f
+#else
+#define IF_AERON(f) NULL
+#endif
+
+/* NULL when the Aeron scenarios can run (the first call starts the media
+ * driver or finds one in $AERON_DIR), else why they are skipped. */
+const char *aeron_skip_reason(const struct config *cfg);
+/* Aeron's version and the driver used, once one is up; else NULL. */
+const char *aeron_about(void);
+/* Stop the driver crs-bench started, if any. */
+void aeron_driver_stop(void);
+int aeron_tp_setup(struct xfer *x);
+int aeron_send_excl(struct xfer *x);
+int aeron_send_shared(struct xfer *x);
+int aeron_recv(struct xfer *x, int idx);
+int32_t aeron_pp_base(unsigned id); /* ping-pong streams base, base + 1 */
+void *aeron_pp_open(int who, int32_t base, size_t size,
+		    struct proc_rep *rep);
+int aeron_pp_send(void *ep, uint64_t seq);
+int aeron_pp_recv(void *ep, uint64_t *seq);
+void aeron_pp_close(void *ep);
 
 /* ---- summaries shared by the outputs (summary.c) -------------------------
  * A round of a spinning scenario is clean when the probes before and
@@ -504,6 +537,9 @@ extern const int n_base_tp_scns;
 
 #define REF_CRS "crs-spin-p128"
 #define REF_BARE "bare-ring"
+#define REF_AERON "aeron-excl"
+#define REF_AERON_SHARED "aeron-shared"
+#define REF_AERON_LAT "aeron-spin"
 enum { TP_RATE, TP_GBPS, TP_CPU, TP_UTIL };
 enum { LAT_P50, LAT_P90, LAT_P99, LAT_P999, LAT_MAX };
 

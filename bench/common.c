@@ -100,25 +100,6 @@ double median(const double *v, int n)
 	return m;
 }
 
-uint64_t parse_bytes(const char *s)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return 0;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	}
-	if (*end == 'i')
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	return *end ? 0 : v;
-}
-
 void fmt_size(char *buf, size_t len, size_t size)
 {
 	if (size >= (1u << 20) && !(size & ((1u << 20) - 1)))
@@ -127,21 +108,6 @@ void fmt_size(char *buf, size_t len, size_t size)
 		snprintf(buf, len, "%zuK", size >> 10);
 	else
 		snprintf(buf, len, "%zu", size);
-}
-
-void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
 }
 
 void read_line(const char *path, const char *key, char *buf, size_t len)

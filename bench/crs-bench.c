@@ -7,7 +7,8 @@
  *   throughput  1 publisher -> 1 subscriber, separate processes, message
  *               sizes 8 B .. 1 MiB: crs zero-copy, copying offer, replay
  *               mode, blocking; bare ring, in-band ring, pipe, unix
- *               socket, ZeroMQ (throughput.c, baselines.c)
+ *               socket, ZeroMQ; Aeron when built with it (throughput.c,
+ *               baselines.c, aeron.c)
  *   fanout      1 publisher -> K subscribers, blocking (throughput.c)
  *   latency     ping-pong round trips, spinning and blocking, histogram
  *               percentiles (latency.c, histo.c)
@@ -155,8 +156,8 @@ static int parse_list(const char *arg, size_t *out, int *n, int max,
 	*n = 0;
 	for (char *t = strtok_r(dup, ",", &save); t;
 	     t = strtok_r(NULL, ",", &save)) {
-		uint64_t v = parse_bytes(t);
-		if (v < lo || v > hi || *n == max) {
+		uint64_t v;
+		if (tool_parse_size(t, lo, hi, &v) || *n == max) {
 			fprintf(stderr, "%s: values %" PRIu64 "..%" PRIu64
 				", at most %d\n", opt, lo, hi, max);
 			free(dup);
@@ -342,8 +343,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			break;
 		}
 		case 'R':
-			c->ring_bytes = parse_bytes(optarg);
-			if (c->ring_bytes < 4096 || c->ring_bytes > (1ULL << 30) ||
+			if (tool_parse_size(optarg, CRS_RING_MIN, CRS_RING_MAX,
+					    &c->ring_bytes) ||
 			    (c->ring_bytes & (c->ring_bytes - 1))) {
 				fprintf(stderr, "--ring: a power of two, 4K..1G\n");
 				return -1;
@@ -375,9 +376,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			break;
 		case 'C':
-			c->catchup_bytes = parse_bytes(optarg);
-			if (c->catchup_bytes < (1u << 20) ||
-			    c->catchup_bytes > (960ULL << 20)) {
+			if (tool_parse_size(optarg, 1u << 20, 960ULL << 20,
+					    &c->catchup_bytes)) {
 				fprintf(stderr, "--catchup: 1M..960M\n");
 				return -1;
 			}
@@ -500,6 +500,7 @@ int main(int argc, char **argv)
 		err = pattern_run(&cfg, &res);
 	res.wall = (double)(now_ns() - start) / 1e9;
 	read_line("/proc/loadavg", NULL, res.load1, sizeof(res.load1));
+	aeron_driver_stop();
 	rmdir(cfg.tmpdir);
 	if (isatty(2))
 		fprintf(stderr, "\r%70s\r", "");

@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 		crs_sub_request(sub, CRS_UNBOUNDED);
 	struct crs_msg m;
 	for (int i = 0; i < 100000 && crs_pub_demand(pub) == 0; i++) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		crs_sub_poll(sub, &m);
 		usleep(100);
 	}

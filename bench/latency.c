@@ -16,6 +16,9 @@
  *                 (release); the peer spins on the word. At 32 B word and
  *                 payload share one cache line: the cache-line ping-pong.
  *   crs-spin      claim/commit and crs_sub_poll in a loop with a pause.
+ *   aeron-spin    Aeron aeron:ipc, an exclusive publication each way,
+ *                 poll with a fragment limit of 1 (aeron.c; skipped unless
+ *                 built with the meson option aeron).
  * Blocking (both processes sleep in the kernel while waiting):
  *   raw-futex     as raw-spin, but the reader FUTEX_WAITs on the word at
  *                 once and the writer FUTEX_WAKEs after every store.
@@ -64,7 +67,7 @@ struct pp {
 
 struct lat_scn {
 	const char *name, *mode, *desc;
-	int baseline, no_uring, is_default, needs_zmq;
+	int baseline, no_uring, is_default, needs_zmq, needs_aeron;
 	int (*setup)(struct pp *p);
 	void (*cleanup)(struct pp *p);
 	void *(*open)(struct pp *p, int who);
@@ -188,10 +191,10 @@ static void *crs_pp_open(struct pp *p, int who)
 	e->p = p;
 	e->block = !strcmp(p->sc->mode, "block");
 	crs_loop *loop;
-	if (e->block && crs_loop_new(&loop) == 0) {
+	if (e->block && crs_loop_create(&loop) == 0) {
 		snprintf(rep->engine, sizeof(rep->engine), "%s",
 			 crs_loop_engine(loop));
-		crs_loop_free(loop);
+		crs_loop_close(loop);
 	}
 	struct crs_pub_opts po;
 	crs_pub_opts_init(&po);
@@ -489,6 +492,23 @@ static void zpp_close(void *ep)
 }
 #endif
 
+/* ---- Aeron (aeron.c has the endpoints) ------------------------------------ */
+
+#ifdef HAVE_AERON
+static int aer_pp_setup(struct pp *p)
+{
+	snprintf(p->name[0], sizeof(p->name[0]), "%" PRId32,
+		 aeron_pp_base(p->id));
+	return 0;
+}
+
+static void *aer_pp_open(struct pp *p, int who)
+{
+	return aeron_pp_open(who, (int32_t)atol(p->name[0]), p->size,
+			     &p->ctl->rep[who]);
+}
+#endif
+
 static const struct lat_scn lat_scns[] = {
 	{ .name = "raw-spin", .mode = "spin", .baseline = 1,
 	  .desc = "shared word + payload per direction, the peer spins on "
@@ -501,6 +521,12 @@ static const struct lat_scn lat_scns[] = {
 		  "polls), both processes spin",
 	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
 	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	{ .name = "aeron-spin", .mode = "spin", .needs_aeron = 1,
+	  .desc = "Aeron aeron:ipc, an exclusive publication each way: "
+		  "try_claim/commit, poll (fragment limit 1), both spin",
+	  .setup = IF_AERON(aer_pp_setup), .open = IF_AERON(aer_pp_open),
+	  .send = IF_AERON(aeron_pp_send), .recv = IF_AERON(aeron_pp_recv),
+	  .close = IF_AERON(aeron_pp_close), .is_default = 1 },
 	{ .name = "raw-futex", .mode = "block", .baseline = 1,
 	  .desc = "as raw-spin, the reader FUTEX_WAITs at once, the writer "
 		  "FUTEX_WAKEs after each store",
@@ -716,6 +742,8 @@ int lat_run(const struct config *cfg, struct results *res)
 			cl->round_h = calloc((size_t)cfg->rounds,
 					     sizeof(*cl->round_h));
 			cl->size = cfg->lat_sizes[z];
+			if (lat_scns[sel[k]].needs_aeron)
+				cl->skipped = aeron_skip_reason(cfg);
 			histo_reset(&cl->h);
 			histo_reset(&cl->clean);
 		}
@@ -723,6 +751,8 @@ int lat_run(const struct config *cfg, struct results *res)
 		for (int i = 0; i < res->nlat; i++) {
 			struct lat_cell *cl = &res->lat[i];
 			struct lat_sample *s = &cl->s[cl->n];
+			if (cl->skipped)
+				continue;
 			struct histo round_h;
 			histo_reset(&round_h);
 			lat_measure(cfg, &lat_scns[sel[i % nsel]], cl->size, s,

@@ -74,6 +74,12 @@ static void machine(const struct config *cfg, const struct results *res,
 
 /* ---- table --------------------------------------------------------------- */
 
+/* A latency cell that was measured (not skipped, not all failed). */
+static int ran(const struct lat_cell *c)
+{
+	return c && !c->skipped && c->failed < c->n;
+}
+
 static void ratio_str(char *buf, size_t len, double r)
 {
 	if (r > 0)
@@ -105,6 +111,15 @@ static void tp_modes(const struct tp_cell *cells, int n)
 	printf("\n");
 }
 
+/* A skipped scenario's earlier cell, so that the table says it once. */
+static int skipped_before(const struct tp_cell *cells, int i)
+{
+	for (int k = 0; k < i; k++)
+		if (cells[k].skipped && !strcmp(cells[k].name, cells[i].name))
+			return 1;
+	return 0;
+}
+
 /* Each cell's rounds, five to a line. */
 static void tp_rounds(const struct tp_cell *cells, int n)
 {
@@ -112,6 +127,8 @@ static void tp_rounds(const struct tp_cell *cells, int n)
 	for (int i = 0; i < n; i++) {
 		const struct tp_cell *c = &cells[i];
 		char sz[16];
+		if (c->skipped)
+			continue;
 		fmt_size(sz, sizeof(sz), c->size);
 		printf("   %-5s %-2d %-18s", sz, c->nsubs, c->name);
 		for (int k = 0; k < c->n; k++)
@@ -128,9 +145,10 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 {
 	tp_modes(cells, n);
 	if (!fan)
-		printf("%-5s %-18s %9s %8s %9s %5s %6s %6s %5s %10s\n",
+		printf("%-5s %-18s %9s %8s %9s %5s %6s %6s %6s %6s %5s %10s\n",
 		       "size", "scenario", "Mmsg/s", "GB/s", "CPUns/msg",
-		       "cores", "/bare", "/crs", "clean", "all:Mmsg/s");
+		       "cores", "/bare", "/crs", "/aerx", "/aers", "clean",
+		       "all:Mmsg/s");
 	else
 		printf("%-5s %-4s %-13s %9s %8s %9s %8s %5s %6s %8s %5s\n",
 		       "size", "subs", "scenario", "Mdeliv/s", "GB/s",
@@ -140,6 +158,12 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 		const struct tp_cell *c = &cells[i];
 		char sz[16], r1[16], r2[16], cl[16];
 		fmt_size(sz, sizeof(sz), c->size);
+		if (c->skipped) {
+			if (!skipped_before(cells, i))
+				printf("%-5s %-18s skipped at every size: %s\n",
+				       sz, c->name, c->skipped);
+			continue;
+		}
 		if (c->failed == c->n) {
 			printf("%-5s %-18s FAILED: %s\n", sz, c->name,
 			       c->s[0].err);
@@ -154,11 +178,17 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 				  tp_ratio(c, tp_find(res, REF_BARE, c->size)));
 			ratio_str(r2, sizeof(r2),
 				  tp_ratio(c, tp_find(res, REF_CRS, c->size)));
-			printf("%-5s %-18s %9.3f %8.3f %9.1f %5.2f %6s %6s %5s "
-			       "%10.3f%s\n",
+			char r3[16], r4[16];
+			ratio_str(r3, sizeof(r3),
+				  tp_ratio(c, tp_find(res, REF_AERON, c->size)));
+			ratio_str(r4, sizeof(r4),
+				  tp_ratio(c, tp_find(res, REF_AERON_SHARED,
+						      c->size)));
+			printf("%-5s %-18s %9.3f %8.3f %9.1f %5.2f %6s %6s %6s "
+			       "%6s %5s %10.3f%s\n",
 			       sz, c->name, rate / 1e6, tp_median(c, TP_GBPS, a),
 			       tp_median(c, TP_CPU, a), tp_median(c, TP_UTIL, a),
-			       r1, r2, cl, tp_median(c, TP_RATE, 0) / 1e6,
+			       r1, r2, r3, r4, cl, tp_median(c, TP_RATE, 0) / 1e6,
 			       c->failed ? " (some failed)" : "");
 			continue;
 		}
@@ -190,6 +220,16 @@ static void lat_table(const struct results *res)
 		const struct lat_cell *c = &res->lat[i];
 		char sz[16], r1[16], r2[16], r3[16], cl[16];
 		fmt_size(sz, sizeof(sz), c->size);
+		if (c->skipped) {
+			int seen = 0;
+			for (int k = 0; k < i && !seen; k++)
+				seen = !strcmp(res->lat[k].name, c->name);
+			if (!seen)
+				printf("%-5s %-5s %-15s skipped at every size: "
+				       "%s\n", sz, c->mode, c->name,
+				       c->skipped);
+			continue;
+		}
 		if (c->failed == c->n) {
 			printf("%-5s %-5s %-15s FAILED: %s\n", sz, c->mode,
 			       c->name, c->s[0].err);
@@ -216,10 +256,24 @@ static void lat_table(const struct results *res)
 		       (double)histo_pct(h, 99.9) / 1e3, (double)h->max / 1e3,
 		       r1, r2, r3, cl, c->failed ? " (some failed)" : "");
 	}
+	for (int i = 0; i < res->nlat; i++) {
+		const struct lat_cell *c = &res->lat[i];
+		const struct lat_cell *x = lat_find(res, REF_AERON_LAT, c->size);
+		if (!ran(x) || !ran(c) || strncmp(c->name, "crs-", 4) ||
+		    strcmp(c->mode, "spin"))
+			continue;
+		char sz[16];
+		fmt_size(sz, sizeof(sz), c->size);
+		printf("  %-5s %s / %s: p50 %.3f, p99 %.3f (per-round "
+		       "medians)\n", sz, c->name, x->name,
+		       lat_ratio(c, x, LAT_P50), lat_ratio(c, x, LAT_P99));
+	}
 	printf("  per-round p50 us [probe after: ns/CPUs]:\n");
 	for (int i = 0; i < res->nlat; i++) {
 		const struct lat_cell *c = &res->lat[i];
 		char sz[16];
+		if (c->skipped)
+			continue;
 		fmt_size(sz, sizeof(sz), c->size);
 		printf("  %-5s %-15s", sz, c->name);
 		for (int k = 0; k < c->n; k++)
@@ -313,7 +367,7 @@ static void json_pattern(FILE *f, const struct config *cfg,
 				s->p90, s->p99, s->max, s->refused);
 		else {
 			fprintf(f, ", \"error\": ");
-			json_str(f, s->err);
+			tool_json_str(f, s->err);
 		}
 		fprintf(f, "}");
 	}
@@ -331,6 +385,8 @@ void report_table(const struct config *cfg, const struct results *res)
 	       cfg->pin ? "pinned" : "not pinned");
 	printf("load %s -> %s; wall %.1f s\n", res->load0, res->load1,
 	       res->wall);
+	if (aeron_about())
+		printf("aeron: %s\n", aeron_about());
 	printf("probe after each measurement (%d): cache-line round trip "
 	       "median %.0f ns (min %.0f, max %.0f);\n"
 	       "  CPUs the two spinning probe processes got: median %.2f, "
@@ -347,8 +403,10 @@ void report_table(const struct config *cfg, const struct results *res)
 		       "processes, %.2f s window, receiver timed ==\n"
 		       "   spinning receivers back off %u pauses (%.0f ns) "
 		       "after an empty poll; CPU = user+sys of both\n"
-		       "   processes per message; /bare and /crs: median of "
-		       "per-round ratios to bare-ring and to crs-spin-p128\n",
+		       "   processes per message (not Aeron's driver); /bare, "
+		       "/crs, /aerx, /aers: median of per-round\n"
+		       "   ratios to bare-ring, crs-spin-p128, aeron-excl, "
+		       "aeron-shared\n",
 		       cfg->tp_secs, cfg->idle_pause, m.pause_ns);
 		tp_table(res, res->tp, res->ntp, 0);
 	}
@@ -460,7 +518,14 @@ static void json_tp_cells(FILE *f, const struct results *res,
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"size\": %zu, "
 			   "\"subscribers\": %d, \"mode\": ",
 			i ? "," : "", c->name, c->size, c->nsubs);
-		json_str(f, tp_mode(c->name));
+		tool_json_str(f, tp_mode(c->name));
+		if (c->skipped) {
+			/* Not run: no figure at all, never a zero. */
+			fprintf(f, ", \"skipped\": ");
+			tool_json_str(f, c->skipped);
+			fprintf(f, ", \"rounds\": []}");
+			continue;
+		}
 		fprintf(f, ", \"ok\": %s, \"failed_rounds\": %d, "
 			   "\"clean_rounds\": %d, \"figures_from\": \"%s\",\n"
 			   "     \"median_msgs_per_s\": %.0f, \"median_gb_per_s\": "
@@ -473,19 +538,23 @@ static void json_tp_cells(FILE *f, const struct results *res,
 			tp_median(c, TP_RATE, a), tp_median(c, TP_GBPS, a),
 			tp_median(c, TP_CPU, a), tp_median(c, TP_UTIL, a),
 			tp_median(c, TP_RATE, 0), tp_median(c, TP_CPU, 0));
-		const struct tp_cell *ref[2] = { NULL, NULL };
-		const char *key[2] = { NULL, NULL };
+		const struct tp_cell *ref[4] = { NULL, NULL, NULL, NULL };
+		const char *key[4] = { NULL, NULL, NULL, NULL };
 		if (!fan) {
 			ref[0] = tp_find(res, REF_BARE, c->size);
 			key[0] = "bare_ring";
 			ref[1] = tp_find(res, REF_CRS, c->size);
 			key[1] = "crs_spin_p128";
+			ref[2] = tp_find(res, REF_AERON, c->size);
+			key[2] = "aeron_excl";
+			ref[3] = tp_find(res, REF_AERON_SHARED, c->size);
+			key[3] = "aeron_shared";
 		} else if (c->nsubs > 1) {
 			ref[0] = fan_find(res, c->name, c->size, 1);
 			key[0] = "1_subscriber";
 		}
-		for (int k = 0; k < 2; k++) {
-			if (!ref[k] || ref[k] == c)
+		for (int k = 0; k < 4; k++) {
+			if (!ref[k] || ref[k] == c || ref[k]->skipped)
 				continue;
 			int nc;
 			double rc = tp_ratio_n(c, ref[k], 1, &nc);
@@ -522,7 +591,7 @@ static void json_tp_cells(FILE *f, const struct results *res,
 				s->waits, s->empty);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -547,9 +616,16 @@ static void json_lat(FILE *f, const struct results *res)
 		const struct lat_cell *c = &res->lat[i];
 		int a = lat_nclean(c) > 0;
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", "
-			   "\"size\": %zu, \"engine\": ",
+			   "\"size\": %zu, ",
 			i ? "," : "", c->name, c->mode, c->size);
-		json_str(f, c->s[0].engine);
+		if (c->skipped) {
+			fprintf(f, "\"skipped\": ");
+			tool_json_str(f, c->skipped);
+			fprintf(f, ", \"rounds\": []}");
+			continue;
+		}
+		fprintf(f, "\"engine\": ");
+		tool_json_str(f, c->s[0].engine);
 		fprintf(f, ", \"ok\": %s, \"failed_rounds\": %d, "
 			   "\"clean_rounds\": %d,\n     ",
 			c->failed ? "false" : "true", c->failed, lat_nclean(c));
@@ -567,6 +643,12 @@ static void json_lat(FILE *f, const struct results *res)
 				   "\"p99\": %.4f}",
 				lat_base(c), lat_ratio(c, b, LAT_P50),
 				lat_ratio(c, b, LAT_P99));
+		const struct lat_cell *x = lat_find(res, REF_AERON_LAT, c->size);
+		if (ran(x) && x != c && !strcmp(c->mode, "spin"))
+			fprintf(f, ", \"ratio_to_%s\": {\"p50\": %.4f, "
+				   "\"p99\": %.4f}",
+				"aeron_spin", lat_ratio(c, x, LAT_P50),
+				lat_ratio(c, x, LAT_P99));
 		if (p && p != c && !strcmp(c->mode, "block"))
 			fprintf(f, ", \"ratio_to_pipe\": {\"p50\": %.4f, "
 				   "\"p99\": %.4f}",
@@ -587,7 +669,7 @@ static void json_lat(FILE *f, const struct results *res)
 				s->pp_after, s->cap_before, s->cap);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -609,7 +691,7 @@ static void json_wake(FILE *f, const struct config *cfg,
 		const struct wake_cell *c = &res->wake[i];
 		fprintf(f, "%s\n    {\"name\": \"%s\", \"engine\": ",
 			i ? "," : "", c->name);
-		json_str(f, c->s[0].engine);
+		tool_json_str(f, c->s[0].engine);
 		fprintf(f, ", \"subscribers\": %d, \"ok\": %s, "
 			   "\"median_last_wake_ns\": %.0f, "
 			   "\"median_last_wake_p90_ns\": %.0f, "
@@ -628,7 +710,7 @@ static void json_wake(FILE *f, const struct config *cfg,
 				s->last_med, s->first_med, s->commit_med);
 			if (!s->ok) {
 				fprintf(f, ", \"error\": ");
-				json_str(f, s->err);
+				tool_json_str(f, s->err);
 			}
 			fprintf(f, "}");
 		}
@@ -659,7 +741,7 @@ static void json_catchup(FILE *f, const struct results *res)
 			s->memfd_populate_gbps, s->publish_gbps);
 		if (!s->ok) {
 			fprintf(f, ", \"error\": ");
-			json_str(f, s->err);
+			tool_json_str(f, s->err);
 		}
 		fprintf(f, "}");
 	}
@@ -677,17 +759,17 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		   BENCH_VERSION "\", \"crs_version\": \"%d.%d\",\n",
 		CRS_VERSION_MAJOR, CRS_VERSION_MINOR);
 	fprintf(f, "  \"machine\": {\"nproc\": %ld, \"cpu\": ", m.nproc);
-	json_str(f, m.cpu);
+	tool_json_str(f, m.cpu);
 	fprintf(f, ", \"kernel\": ");
-	json_str(f, m.kernel);
+	tool_json_str(f, m.kernel);
 	fprintf(f, ", \"clocksource\": ");
-	json_str(f, m.clocksrc);
+	tool_json_str(f, m.clocksrc);
 	fprintf(f, ", \"shmem_thp\": ");
-	json_str(f, m.shmem_thp);
+	tool_json_str(f, m.shmem_thp);
 	fprintf(f, ", \"loadavg_start\": ");
-	json_str(f, res->load0);
+	tool_json_str(f, res->load0);
 	fprintf(f, ", \"loadavg_end\": ");
-	json_str(f, res->load1);
+	tool_json_str(f, res->load1);
 	fprintf(f, "},\n  \"config\": {\"rounds\": %d, \"quick\": %s, "
 		   "\"ring_bytes\": %" PRIu64 ", \"pin\": %s, "
 		   "\"throughput_window_s\": %.3f, \"latency_max_s\": %.3f, "
@@ -695,13 +777,19 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		   "\"idle_pause_ns\": %.1f, \"wake_subscribers\": %d, "
 		   "\"wakes_per_round\": %d, \"catchup_ring\": %" PRIu64
 		   ", \"catchup_bytes\": %" PRIu64 ", \"catchup_msg\": %zu, "
-		   "\"zmq\": %s, \"runtime_dir\": ",
+		   "\"zmq\": %s, \"aeron\": ",
 		cfg->rounds, cfg->quick ? "true" : "false", cfg->ring_bytes,
 		cfg->pin ? "true" : "false", cfg->tp_secs, cfg->lat_secs,
 		cfg->lat_trips, cfg->idle_pause, m.pause_ns, cfg->wake_subs,
 		cfg->wake_rounds, cfg->catchup_ring, cfg->catchup_bytes,
 		cfg->catchup_msg, cfg->have_zmq ? "true" : "false");
-	json_str(f, m.rundir);
+	/* null: no Aeron scenario ran (the cells say why). */
+	if (aeron_about())
+		tool_json_str(f, aeron_about());
+	else
+		fputs("null", f);
+	fprintf(f, ", \"runtime_dir\": ");
+	tool_json_str(f, m.rundir);
 	fprintf(f, "},\n  \"probe_ns\": {\"median\": %.1f, \"min\": %.1f, "
 		   "\"max\": %.1f, \"all\": [",
 		m.probe_med, m.probe_min, m.probe_max);
@@ -744,7 +832,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 	fprintf(f, "  \"targets\": [");
 	for (int i = 0; i < nt; i++) {
 		fprintf(f, "%s\n    {\"what\": ", i ? "," : "");
-		json_str(f, t[i].what);
+		tool_json_str(f, t[i].what);
 		if (t[i].known)
 			fprintf(f, ", \"value\": %.4f", t[i].value);
 		else

@@ -2,8 +2,9 @@
 # test_args.sh - crs-bench cannot mislead from its command line: an unknown
 # scenario, section or option, a missing argument, a stray word and values
 # out of range are usage errors (status 2, one line naming the fault)
-# instead of a run; -h and --help print the usage and exit 0; and a
-# section not run is null in the JSON, not an empty list or a zero.
+# instead of a run; -h and --help print the usage and exit 0; a section
+# not run is null in the JSON, not an empty list or a zero; and the Aeron
+# scenarios are skipped, not failed, in a build without Aeron.
 #
 # usage: test_args.sh CRS_BENCH
 set -u
@@ -93,6 +94,54 @@ for e in errors:
     print("FAIL: pattern:", e)
 sys.exit(1 if errors else 0)
 PY
+
+# Aeron: without the meson option (CI) its scenarios are skipped, never
+# failed: said once in the table, and in the JSON each cell says why and
+# has no rounds, and no ratio to it appears. Built with Aeron, they run.
+aeron="--section throughput,latency --scenario aeron-excl --scenario aeron-shared
+	--scenario aeron-spin --size 32 --lat-size 32 --rounds 1 --window 0.05
+	--lat-secs 0.05 --trips 1000 --probe 500"
+timeout 80 "$bench" $aeron --json >"$tmp/aeron.json" 2>"$tmp/err" ||
+	fail "crs-bench with the Aeron scenarios failed: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/aeron.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+cells = doc["throughput"] + doc["latency"]
+aeron = [c for c in cells if c["name"].startswith("aeron-")]
+others = [c for c in cells if not c["name"].startswith("aeron-")]
+errors = []
+if sorted(c["name"] for c in aeron) != ["aeron-excl", "aeron-shared", "aeron-spin"]:
+    errors.append(f"Aeron cells: {[c['name'] for c in aeron]}")
+if not others or any("skipped" in c for c in others):
+    errors.append("the baselines did not run")
+if doc["config"]["aeron"] is None:
+    for c in aeron:
+        if not c.get("skipped") or c["rounds"]:
+            errors.append(f"{c['name']} neither skipped nor run: {c}")
+    for c in others:
+        if any(k.startswith("ratio_to_aeron") for k in c):
+            errors.append(f"{c['name']} has a ratio to a skipped Aeron")
+else:
+    for c in aeron:
+        if "skipped" in c or not all(r["ok"] for r in c["rounds"]) or len(c["rounds"]) != 1:
+            errors.append(f"{c['name']} did not run: {c.get('skipped')}")
+    crs = [c for c in others if c["name"] == "crs-spin-p128"]
+    if not crs or "ratio_to_aeron_excl" not in crs[0]:
+        errors.append("no crs/Aeron ratio")
+if doc["failures"]:
+    errors.append(f"{doc['failures']} failures")
+for e in errors:
+    print("FAIL: aeron:", e)
+sys.exit(1 if errors else 0)
+PY
+# No media driver where AERON_DIR points (any build): skipped, and the
+# table says so once per scenario.
+AERON_DIR="$tmp/no-driver" timeout 80 "$bench" $aeron >"$tmp/aeron.txt" 2>"$tmp/err" ||
+	fail "crs-bench without a media driver failed: $(cat "$tmp/err")"
+for s in aeron-excl aeron-shared aeron-spin; do
+	[ "$(grep -c "$s .*skipped at every size: " "$tmp/aeron.txt")" -eq 1 ] ||
+		fail "the table does not say once that $s was skipped"
+done
 
 [ "$status" -eq 0 ] && echo "ok: crs-bench argument errors and null sections"
 exit "$status"

@@ -462,12 +462,16 @@ int tp_run(const struct config *cfg, struct results *res)
 			cl->spins = scn_at(sel[k])->spins;
 			cl->size = cfg->sizes[z];
 			cl->nsubs = 1;
+			if (scn_at(sel[k])->needs_aeron)
+				cl->skipped = aeron_skip_reason(cfg);
 		}
 	for (int round = 0; round < cfg->rounds; round++)
 		for (int z = 0; z < cfg->nsizes; z++)
 			for (int k = 0; k < nsel; k++) {
 				struct tp_cell *cl = &res->tp[z * nsel + k];
 				struct tp_sample *s = &cl->s[cl->n];
+				if (cl->skipped)
+					continue;
 				tp_measure(cfg, scn_at(sel[k]), cl->size, 1, s);
 				note(cfg, res, cl, s, round);
 			}

@@ -136,7 +136,7 @@ static int waker(void *arg, int idx)
 			goto out;
 		}
 		if (pub)
-			crs_pub_poll(pub); /* serve now, not inside the commit */
+			crs_pub_serve(pub); /* serve now, not inside the commit */
 		int64_t t0 = now_ns();
 		if (pub) {
 			void *buf;
@@ -216,10 +216,10 @@ static int sleeper(void *arg, int idx)
 		return 1;
 	}
 	crs_loop *loop;
-	if (idx == 1 && crs_loop_new(&loop) == 0) {
+	if (idx == 1 && crs_loop_create(&loop) == 0) {
 		snprintf(rep->engine, sizeof(rep->engine), "%s",
 			 crs_loop_engine(loop));
-		crs_loop_free(loop);
+		crs_loop_close(loop);
 	}
 	struct crs_msg m;
 	for (int r = 0; r < w->wakes; r++) {

@@ -156,7 +156,7 @@ static int check_layout(const struct crs_seg_header *h, uint64_t data_size)
 	    h->segment_size != data_size ||
 	    CRS_RING_OFFSET + ring != data_size ||
 	    h->max_message > ring / 4 ||
-	    h->max_subscribers > CRS_MAX_SUBSCRIBERS)
+	    h->max_subscribers > CRS_SUBSCRIBERS_MAX)
 		return -CRS_EPROTO;
 	return 0;
 }

@@ -132,9 +132,9 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 	uint64_t min_consumed = position;
 	uint32_t nslots = in->at.seg.max_subscribers;
 	int n = 0;
-	if (nslots > CRS_MAX_SUBSCRIBERS)
-		nslots = CRS_MAX_SUBSCRIBERS;
-	struct crs_sub_info all[CRS_MAX_SUBSCRIBERS];
+	if (nslots > CRS_SUBSCRIBERS_MAX)
+		nslots = CRS_SUBSCRIBERS_MAX;
+	struct crs_sub_info all[CRS_SUBSCRIBERS_MAX];
 	for (uint32_t i = 0; i < nslots; i++) {
 		const struct crs_sub_stats *ss = &h->subs[i];
 		if (!crs_load_relaxed(&ss->active))

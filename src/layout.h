@@ -35,15 +35,21 @@
 #define CRS_LAYOUT_MAGIC 0x3153524f4e535243ULL /* "CRSNORS1" */
 #define CRS_CTL_MAGIC 0x314c544353524331ULL
 #define CRS_LAYOUT_VERSION 1
-#define CRS_MAX_SUBSCRIBERS 64
 #define CRS_RING_OFFSET 8192
-#define CRS_RING_MIN 4096ULL
-#define CRS_RING_MAX (1ULL << 30)
 #define CRS_CTL_SIZE 4096
+/* CRS_SUBSCRIBERS_MAX, CRS_RING_MIN and CRS_RING_MAX: in crs/crs.h. */
 
 /* crs_seg_header.flags */
 #define CRS_SEG_PUB_FENCES 1u /* publisher fences every commit: subscribers
 				 need no membarrier before a long sleep */
+#define CRS_SEG_PUB_FENCE_ASK 2u /* publisher fences its commits while a
+				    park word carries CRS_PARK_FENCE */
+
+/* crs_ctl.parked, the park word (src/park.h): */
+#define CRS_PARK_ASLEEP (1ULL << 32) /* low 32 bits: the data_signal value
+					it sleeps on */
+#define CRS_PARK_FENCE (1ULL << 33)  /* fence every commit for me (kept
+					across sleeps; see park.h) */
 
 /* Written by the publisher before the segment is shared; read-only after. */
 struct crs_seg_header {
@@ -169,7 +175,7 @@ struct crs_data_header {
 	struct crs_pub_signal signal;
 	struct crs_terminal terminal;
 	struct crs_pub_stats stats;
-	struct crs_sub_stats subs[CRS_MAX_SUBSCRIBERS];
+	struct crs_sub_stats subs[CRS_SUBSCRIBERS_MAX];
 };
 _Static_assert(offsetof(struct crs_data_header, signal) == 256, "signal");
 _Static_assert(offsetof(struct crs_data_header, terminal) == 320, "term");
@@ -215,7 +221,8 @@ struct crs_ctl {
 	uint8_t pad4[CRS_CACHELINE - 32];
 
 	/* Line 5: park word, written by the subscriber only:
-	 * (1 << 32 | data_signal value it sleeps on), 0 when awake. */
+	 * CRS_PARK_ASLEEP | the data_signal value it sleeps on while it
+	 * sleeps, plus CRS_PARK_FENCE while it asks for commit fences. */
 	_Atomic uint64_t parked;
 	uint8_t pad5[CRS_CACHELINE - 8];
 

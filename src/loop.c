@@ -26,7 +26,7 @@
 #include "pub.h"
 #include "sub.h"
 
-#define KEYS_PER_ENTRY (CRS_MAX_SUBSCRIBERS + 2)
+#define KEYS_PER_ENTRY (CRS_SUBSCRIBERS_MAX + 2)
 #define SUB_BUDGET 256	     /* messages per subscription per round */
 #define MAX_FIRED 256
 
@@ -47,7 +47,7 @@ struct loop_entry {
 	int serve;    /* control fd fired */
 	uint32_t seen_gen;
 	uint32_t armed_gen; /* slot_gen when its waits were last armed */
-	uint32_t seen_progress[CRS_MAX_SUBSCRIBERS];
+	uint32_t seen_progress[CRS_SUBSCRIBERS_MAX];
 	/* L_FD */
 	int fd;
 	short events;
@@ -64,7 +64,7 @@ struct crs_loop {
 	uint64_t fired[MAX_FIRED];
 };
 
-int crs_loop_new(crs_loop **out)
+int crs_loop_create(crs_loop **out)
 {
 	struct crs_loop *loop = calloc(1, sizeof(*loop));
 	if (!loop)
@@ -86,7 +86,7 @@ static void entry_forget(struct crs_loop *loop, int i)
 
 static void loop_withdraw(void *loop);
 
-void crs_loop_free(crs_loop *loop)
+void crs_loop_close(crs_loop *loop)
 {
 	if (!loop)
 		return;

@@ -5,24 +5,16 @@
 #include "park.h"
 
 #include "ipc/clock.h"
-#include "ipc/futex.h"
 
 int park_begin(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 	       int64_t *nap)
 {
 	int how = h->announce(ctx, ws);
 	/* Step 2: orders the announcements just stored before the loads
-	 * of the re-check; pairs with park_waker_fence() in the wakers
-	 * (wake_if_parked in pub.c, sub_publish in sub.c). */
+	 * of the re-check; pairs with the waker's fence (park_waker_fence
+	 * in sub_publish, the asked-for one in pub.c's wake_parked_from). */
 	crs_fence_full();
-	*nap = 0;
-	/* membarrier() stands in for the fence a registered publisher
-	 * skipped: its last header store is visible to the re-check below,
-	 * or it will see our announcement. */
-	if ((how & PARK_MEMBARRIER) && ipc_membarrier() != 0)
-		*nap = PARK_FIRST_NAP_NS;
-	if (how & PARK_NAP)
-		*nap = PARK_FIRST_NAP_NS;
+	*nap = how & PARK_NAP ? PARK_FIRST_NAP_NS : 0;
 	return h->has_work(ctx);
 }
 

@@ -37,17 +37,34 @@
  * returns at once. An announcement for an older value of W needs no
  * wake: W moved since v was read, so that sleep returns at once too.
  *
- * The publisher's commit is the hot path, so it may skip the
- * store-load fence (b is then a compiler fence) when it registered for
- * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED): the parker then issues
- * membarrier() between 2 and 3, which runs a full barrier on every CPU
- * running the waker, with the same effect as the waker's fence. A
- * publisher that could not register fences every commit and says so
- * (CRS_SEG_PUB_FENCES). Where membarrier is refused to the parker, or
- * a wait could not be armed, the parker cannot rely on being woken: it
- * sleeps in bounded naps (PARK_FIRST_NAP_NS doubling up to
- * PARK_MAX_NAP_NS) and re-checks after each, so a wakeup may come late
- * but is never lost.
+ * The publisher's commit is the hot path, so when it registered for
+ * membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) it skips the store-load
+ * fence (b is a compiler fence) unless a subscriber asks for it. A
+ * subscriber asks by setting CRS_PARK_FENCE in its park word, kept
+ * there across sleeps, and runs membarrier() once after first setting
+ * it, before its re-check (3); then it relies on the publisher's fence
+ * at every later sleep. Why that is enough, for a commit C and a sleep
+ * P of that subscriber: membarrier() runs a full barrier B on the
+ * publisher's CPU (or finds it switched out, which has the same
+ * effect) between the store of the flag and the syscall's return. If
+ * C's header store comes before B, it is visible before P's re-check,
+ * which follows the membarrier. If it comes after B, so does C's load
+ * of the park word, which then sees the flag: C fences and reloads the
+ * word, and a and b above are the full Dekker half again. Each park
+ * word is covered on its own, whatever C loaded before its fence. The
+ * subscriber drops the flag (the publisher stops fencing for it) once
+ * it took FENCE_ASK_KEEP messages without a sleep, and asks anew (one
+ * membarrier) at its next sleep: a sleeping subscriber pays one
+ * membarrier, about a cross-CPU interrupt, per FENCE_ASK_KEEP messages
+ * at most, a busy one nothing, and the publisher a fence per commit
+ * only while someone sleeps. A publisher that could not register
+ * fences every commit and says so (CRS_SEG_PUB_FENCES): no flag, no
+ * membarrier; one too old to be asked (no CRS_SEG_PUB_FENCE_ASK) gets
+ * a membarrier before every sleep. Where membarrier is refused to the
+ * parker, or a wait could not be armed, the parker cannot rely on
+ * being woken: it sleeps in bounded naps (PARK_FIRST_NAP_NS doubling
+ * up to PARK_MAX_NAP_NS) and re-checks after each, so a wakeup may
+ * come late but is never lost.
  *
  * API
  * ---
@@ -65,9 +82,10 @@
  * Announcements nest: a handle announced by a loop between runs may be
  * announced again by a crs_sub_wait on it; each holder counts, and only
  * the last withdrawal clears the word (sub_withdraw, pub_withdraw).
- * Each subscriber's announcement is its park word, 1 << 32 | the value
- * of data_signal it sleeps on, which the publisher's commit reads
- * (wake_if_parked in pub.c); the publisher's is pub_parked, which a
+ * Each subscriber's announcement is its park word, CRS_PARK_ASLEEP |
+ * the value of data_signal it sleeps on (| CRS_PARK_FENCE), which the
+ * publisher's commit reads (wake_if_parked in pub.c); the membarrier
+ * and the flag are sub_announce's. The publisher's is pub_parked, which a
  * subscriber reads after publishing its demand (sub_publish in sub.c).
  * The sleeps themselves are ipc/waitset.h: one-shot entries, so an
  * entry that fired is re-armed by the next announce.
@@ -84,13 +102,14 @@
 #define PARK_FIRST_NAP_NS 200000LL   /* 200 us */
 #define PARK_MAX_NAP_NS 20000000LL   /* 20 ms */
 
-/* What announce returns: 0, or an OR of these. */
-#define PARK_MEMBARRIER 1 /* a waker skips its fence: run membarrier() */
-#define PARK_NAP 2	  /* a wait could not be armed: nap and re-check */
+/* What announce returns: 0, or this. */
+#define PARK_NAP 1 /* a wait could not be armed, or a membarrier() was
+		      refused: nap and re-check */
 
 struct park_hooks {
-	/* Step 1: store the announcements, then arm ws. Returns 0 or
-	 * PARK_* flags; an arm that fails must add PARK_NAP. */
+	/* Step 1: store the announcements (and run any membarrier() they
+	 * need), then arm ws. Returns 0 or PARK_NAP, which an arm or a
+	 * membarrier that fails must return. */
 	int (*announce)(void *ctx, struct ipc_waitset *ws);
 	/* Step 3: 1 if the caller would find work now (never sleeps). */
 	int (*has_work)(void *ctx);
@@ -98,7 +117,7 @@ struct park_hooks {
 	void (*withdraw)(void *ctx);
 };
 
-/* Steps 1-3: announce, fence, membarrier if asked, re-check. Returns 1
+/* Steps 1-3: announce, fence, re-check. Returns 1
  * if there is work (still announced: call park_end), else 0 with *nap
  * set to 0 (sleeping until woken is safe) or to the first nap to take
  * (PARK_FIRST_NAP_NS: wake up by then and re-check). */
@@ -116,9 +135,9 @@ int park_wait(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 
 /* Step b, the waker's half: after changing a word a parker may sleep on
  * and before reading its announcement. full: a store-load fence, which
- * pairs with the fence in park_begin(); else a compiler fence only,
- * which pairs with the membarrier() park_begin() runs for parkers whose
- * announce returned PARK_MEMBARRIER (the waker is registered for it). */
+ * pairs with the fence in park_begin(); else a compiler fence only: the
+ * waker is registered for membarrier and fences where a park word asks
+ * (pub.c), and a parker that has not asked yet runs membarrier(). */
 static inline void park_waker_fence(int full)
 {
 	if (full)

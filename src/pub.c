@@ -45,7 +45,7 @@ void crs_pub_opts_init(struct crs_pub_opts *o)
 	o->mode = CRS_MODE_PUBLISH;
 	o->ring_bytes = DEFAULT_RING;
 	o->max_message = 0; /* ring_bytes / 4, whatever the ring */
-	o->max_subscribers = CRS_MAX_SUBSCRIBERS;
+	o->max_subscribers = CRS_SUBSCRIBERS_MAX;
 }
 
 static int opts_check(struct crs_pub_opts *o)
@@ -60,8 +60,8 @@ static int opts_check(struct crs_pub_opts *o)
 	if (o->max_message > o->ring_bytes / 4)
 		return -EINVAL;
 	if (!o->max_subscribers)
-		o->max_subscribers = CRS_MAX_SUBSCRIBERS;
-	if (o->max_subscribers > CRS_MAX_SUBSCRIBERS)
+		o->max_subscribers = CRS_SUBSCRIBERS_MAX;
+	if (o->max_subscribers > CRS_SUBSCRIBERS_MAX)
 		return -EINVAL;
 	if (!o->max_per_process) /* no process may lock the others out */
 		o->max_per_process = (o->max_subscribers + 1) / 2;
@@ -107,7 +107,7 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->max_message = o->max_message;
 	h->max_subscribers = o->max_subscribers;
 	h->mode = o->mode;
-	h->flags = pub->fences ? CRS_SEG_PUB_FENCES : 0;
+	h->flags = CRS_SEG_PUB_FENCE_ASK | (pub->fences ? CRS_SEG_PUB_FENCES : 0);
 	h->pub_pid = getpid();
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
@@ -234,7 +234,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		return crs_err_code(-ENOMEM);
 	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
-	for (int i = 0; i < CRS_MAX_SUBSCRIBERS; i++)
+	for (int i = 0; i < CRS_SUBSCRIBERS_MAX; i++)
 		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
 	for (int i = 0; i < PUB_MAX_PENDING; i++)
 		pub->pending[i].fd = -1;
@@ -304,7 +304,7 @@ static void pub_recompute(struct crs_pub *pub)
 {
 	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
 	int live = 0, n = pub->nactive;
-	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* dropping slots edits pub's */
+	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* dropping slots edits pub's */
 	memcpy(active, pub->active, (size_t)n);
 	for (int k = 0; k < n; k++) {
 		int i = active[k];
@@ -517,18 +517,47 @@ static int wake_due(struct crs_pub *pub, int k)
 	return 1;
 }
 
+/* wake_if_parked's slow path, from park word i on (w: its value, with
+ * a flag set): fence if asked, then wake if one sleeps on the signal. */
+static __attribute__((noinline)) void wake_parked_from(struct crs_pub *pub,
+						       int i, uint64_t w)
+{
+	int fenced = pub->fences;
+	for (;;) {
+		if ((w & CRS_PARK_FENCE) && !fenced) {
+			/* Asked for (park.h): orders the header store of
+			 * the commit before the loads of the park words
+			 * from here on; pairs with the fence in
+			 * park_begin() after sub_announce(). */
+			crs_fence_full();
+			fenced = 1;
+			w = crs_load_relaxed(pub->parked[i]);
+		}
+		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == pub->signal &&
+		    wake_due(pub, i)) {
+			pub_wake_all(pub);
+			return;
+		}
+		if (++i == pub->nparked)
+			return;
+		w = crs_load_relaxed(pub->parked[i]);
+	}
+}
+
 /* After a commit: wake subscribers parked on the current signal value. */
 static inline void wake_if_parked(struct crs_pub *pub)
 {
 	/* Orders the header store of the commit before the loads of the
-	 * park words: pairs with the fence (or membarrier) in
-	 * park_begin() after sub_announce(). */
+	 * park words: pairs with the fence in park_begin() after
+	 * sub_announce(). Registered for membarrier, a compiler fence: a
+	 * word that needs the order carries CRS_PARK_FENCE, and one
+	 * without it is covered by the membarrier() its subscriber runs
+	 * before relying on the fence (park.h). */
 	park_waker_fence(pub->fences);
 	for (int i = 0; i < pub->nparked; i++) {
 		uint64_t w = crs_load_relaxed(pub->parked[i]);
-		if ((w >> 32) && (uint32_t)w == pub->signal &&
-		    wake_due(pub, i)) {
-			pub_wake_all(pub);
+		if (__builtin_expect(w >> 32 != 0, 0)) {
+			wake_parked_from(pub, i, w);
 			return;
 		}
 	}
@@ -694,12 +723,11 @@ uint64_t crs_pub_dropped(const crs_pub *pub)
 
 uint64_t crs_pub_demand(crs_pub *pub)
 {
-	serve_if_due(pub);
 	pub_recompute(pub);
 	return crs_credit_outstanding(pub->credit_limit, pub->seq);
 }
 
-int crs_pub_poll(crs_pub *pub)
+int crs_pub_serve(crs_pub *pub)
 {
 	int n = pub_serve(pub);
 	pub_flush_latest(pub);
@@ -720,7 +748,7 @@ int crs_pub_subscribers(const crs_pub *pub)
 
 void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
 {
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++)
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++)
 		ipc_waitset_forget(ws, base + 1 + s);
 }
 
@@ -740,7 +768,7 @@ int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
 	int how = 0;
 	if (ipc_waitset_poll(ws, base, pub->ep, POLLIN))
 		how |= PARK_NAP;
-	for (uint32_t s = 0; s < CRS_MAX_SUBSCRIBERS; s++) {
+	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++) {
 		uint64_t key = base + 1 + s;
 		if (s < pub->max_subscribers && pub->slots[s].used) {
 			if (ipc_waitset_futex(ws, key,
@@ -777,7 +805,7 @@ struct pub_wait {
 	int (*ready)(struct crs_pub *, uint64_t);
 	uint64_t arg;
 	uint32_t gen; /* slot_gen when the wait began */
-	uint32_t progress[CRS_MAX_SUBSCRIBERS];
+	uint32_t progress[CRS_SUBSCRIBERS_MAX];
 };
 
 static int wait_announce(void *ctx, struct ipc_waitset *ws)
@@ -813,14 +841,14 @@ static int pub_park(struct crs_pub *pub,
 	struct pub_wait w = {
 		.pub = pub, .ready = ready, .arg = arg, .gen = pub->slot_gen
 	};
-	uint64_t fired[CRS_MAX_SUBSCRIBERS + 1];
+	uint64_t fired[CRS_SUBSCRIBERS_MAX + 1];
 	if (pub->untethered_ns) { /* wake up to evict in time */
 		int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
 		if (check < deadline)
 			deadline = check;
 	}
 	int n = park_wait(&wait_hooks, &w, pub->ws, deadline, fired,
-			  CRS_MAX_SUBSCRIBERS + 1);
+			  CRS_SUBSCRIBERS_MAX + 1);
 	for (int k = 0; k < n; k++)
 		if (fired[k] == 0)
 			pub_serve(pub);

@@ -88,7 +88,7 @@ struct crs_pub {
 	uint32_t signal; /* our copy of data_signal */
 	int until_serve;
 	int nparked;
-	_Atomic uint64_t *parked[CRS_MAX_SUBSCRIBERS];
+	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
 	struct crs_data_header *hdr;
 
 	/* Cold. */
@@ -121,12 +121,12 @@ struct crs_pub {
 	uint32_t max_subscribers;
 	struct crs_pub_opts access; /* the allow_* fields decide admission */
 	int nactive;
-	uint8_t active[CRS_MAX_SUBSCRIBERS]; /* slots in use, nactive of them */
+	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* slots in use, nactive of them */
 	uint32_t slot_gen; /* bumped whenever the subscriber set changes */
 	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */
 	uint32_t ws_gen;	/* slot_gen when ws was last armed */
 	struct crs_paths paths;
-	struct pub_slot slots[CRS_MAX_SUBSCRIBERS];
+	struct pub_slot slots[CRS_SUBSCRIBERS_MAX];
 	struct pub_pending pending[PUB_MAX_PENDING];
 };
 

@@ -3,7 +3,7 @@
  * check HELLOs, admit subscribers (a control memfd each, sent with the
  * data memfd), and drop subscribers that hung up, cancelled or broke the
  * protocol. Runs from claim (about once a millisecond), waits and
- * crs_pub_poll(); never from a subscriber's thread.
+ * crs_pub_serve(); never from a subscriber's thread.
  */
 #include <errno.h>
 #include <poll.h>

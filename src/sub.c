@@ -50,6 +50,11 @@
 /* Report progress at least every this many messages (or ring/4 bytes),
  * so a busy but slow reader never looks stalled to the publisher. */
 #define PUBLISH_EVERY 256
+/* Commit fences asked for (park.h) are given back after this many
+ * messages without a sleep: asking again costs one membarrier(), about
+ * 9 us with the publisher running (a cross-CPU interrupt in a VM), the
+ * price of a few hundred commit fences. */
+#define FENCE_ASK_KEEP 256
 /* Messages crs_sub_dispatch takes (and releases) at once. */
 #define DISPATCH_BATCH 64
 
@@ -314,6 +319,13 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
  * consumed position and demand. */
 static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 {
+	/* Not sleeping for a while: let the publisher's commits go
+	 * unfenced again (park.h; the next sleep asks anew). */
+	if (sub->fence_word && !sub->parkers &&
+	    sub->received - sub->parked_received >= FENCE_ASK_KEEP) {
+		sub->fence_word = 0;
+		crs_store_relaxed(&sub->ctl->parked, 0);
+	}
 	if (sub->since_request >= sub->replenish) {
 		sub->requested = crs_credit_add(sub->requested,
 						sub->since_request);
@@ -501,10 +513,25 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 	 * pub_wake_all(): having seen a wake's value, we also see the
 	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	/* A publisher that skips its commit fence is asked for it. */
+	uint64_t ask = !sub->pub_fences && sub->pub_fence_ask ? CRS_PARK_FENCE
+							      : 0;
 	/* Read by wake_if_parked() (pub.c) after each commit. */
-	crs_store_relaxed(&sub->ctl->parked, 1ULL << 32 | seen);
+	crs_store_relaxed(&sub->ctl->parked, CRS_PARK_ASLEEP | ask | seen);
 	sub->parkers++;
-	int how = sub->pub_fences ? 0 : PARK_MEMBARRIER;
+	sub->parked_received = sub->received;
+	int how = 0;
+	/* Until the publisher fences for us (always, or since a
+	 * membarrier after we first asked), membarrier() does it: after
+	 * the store above (the syscall is a full fence on this CPU too)
+	 * and before the re-check (park.h). A publisher too old to be
+	 * asked needs one before every sleep. */
+	if (!sub->pub_fences && !sub->fence_word) {
+		if (ipc_membarrier() == 0)
+			sub->fence_word = ask;
+		else
+			how |= PARK_NAP;
+	}
 	if (ipc_waitset_futex(ws, base, &sub->hdr->signal.data_signal, seen))
 		how |= PARK_NAP;
 	/* Once the publisher is known dead its socket stays readable: only
@@ -520,7 +547,7 @@ void sub_withdraw(struct crs_sub *sub)
 {
 	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
-	crs_store_relaxed(&sub->ctl->parked, 0);
+	crs_store_relaxed(&sub->ctl->parked, sub->fence_word);
 	crs_store_relaxed(&sub->ctl->wakeups,
 			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
 }
@@ -684,6 +711,8 @@ static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
 		.max_message = h->max_message,
 	};
 	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
+	sub->pub_fence_ask = (h->flags & CRS_SEG_PUB_FENCE_ASK) != 0;
+	sub->fence_word = 0;
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
 	sub->stop_pos = UINT64_MAX;
 	sub->held = 0;
@@ -738,6 +767,7 @@ static void sub_follow(struct crs_sub *sub)
 	crs_store_release(&sub->ctl->cancelled, 1);
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
+	sub->fence_word = 0;
 	crs_detach(&sub->at);
 	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;

@@ -45,7 +45,11 @@ struct crs_sub {
 	int pub_dead;
 	int cancelled;
 	int pub_fences;
+	int pub_fence_ask; /* CRS_SEG_PUB_FENCE_ASK: it fences on request */
 	int parkers; /* announcements standing on our park word */
+	uint64_t fence_word; /* CRS_PARK_FENCE once asked for and covered by
+				a membarrier (park.h), else 0 */
+	uint64_t parked_received; /* received at the last announcement */
 	int64_t spin_ns; /* poll this long in waits before parking */
 	int64_t next_liveness_ns;
 	struct crs_end end;

@@ -82,10 +82,10 @@ int main(int argc, char **argv)
 	 * between two of our calls, so wait for its exit, not its count. */
 	int status;
 	struct pollfd pfd = {.fd = crs_pub_fd(pub), .events = POLLIN};
-	while ((err = crs_pub_poll(pub)) >= 0 && waitpid(child, &status, WNOHANG) == 0)
+	while ((err = crs_pub_serve(pub)) >= 0 && waitpid(child, &status, WNOHANG) == 0)
 		poll(&pfd, 1, 10);
 	crs_pub_close(pub);
 	if (err < 0)
-		return fail("crs_pub_poll", err);
+		return fail("crs_pub_serve", err);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

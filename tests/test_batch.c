@@ -23,7 +23,7 @@
 #define MAXLEN 700
 #define TOTAL 20000
 
-enum { T_COUNT = 1, T_BATCHES, T_TAKEN, T_NOTHING, T_GOT, T_DONE };
+enum { T_COUNT = 1, T_BATCHES, T_TAKEN, T_NOTHING, T_GOT, T_DONE, T_PUBLISHED };
 
 static crs_pub *make_pub(const char *name)
 {
@@ -299,6 +299,10 @@ static int dispatcher(void *arg, int chan)
 	CHECK_EQ(open_sub(name, 0, &sub), 0);
 	CHECK_EQ(crs_sub_request(sub, 1000), 0);
 	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	/* All 1000 are out before we cancel at 700: a cancel drops our
+	 * slot at the publisher's next serve, and with nobody left it
+	 * could not publish the rest (a slow publisher, under load). */
+	CHECK_EQ(tu_expect(chan, T_PUBLISHED, NULL, 20000), 0);
 	struct counter c = { .sub = sub, .cancel_at = 700 };
 	struct crs_sub_callbacks cb = { .on_next = on_next,
 					.on_complete = on_complete,
@@ -337,6 +341,7 @@ static void test_dispatch_batches(void **state)
 		assert_int_equal(crs_pub_wait(pub, 1, 10000), 0);
 	uint64_t seq = 0;
 	publish_batched(pub, &seq, 1000, 50); /* within its demand */
+	assert_int_equal(tu_send(chan, T_PUBLISHED, 0), 0);
 	uint64_t got;
 	assert_int_equal(tu_expect(chan, T_GOT, &got, 20000), 0);
 	assert_int_equal(got, 701);

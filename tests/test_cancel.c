@@ -133,7 +133,7 @@ static pid_t start_child(tu_child_fn fn, void *arg, crs_pub **pubs, int npub,
 	uint64_t tag = 0, val;
 	while (tu_now_ms() < deadline) {
 		for (int i = 0; i < npub; i++)
-			crs_pub_poll(pubs[i]);
+			crs_pub_serve(pubs[i]);
 		if (tu_recv(*chan, &tag, &val, 2) == 0)
 			break;
 	}
@@ -197,7 +197,7 @@ static int looper(void *arg, int chan)
 	const char *const *names = arg;
 	struct counts c[2] = { { .cancel_at = CANCEL_AT }, { 0 } };
 	crs_loop *loop;
-	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK_EQ(crs_loop_create(&loop), 0);
 	for (int i = 0; i < 2; i++) {
 		CHECK_EQ(tu_sub_open(names[i], 32, &c[i].sub), 0);
 		CHECK_EQ(crs_loop_add_sub(loop, c[i].sub, &callbacks, &c[i]),
@@ -220,7 +220,7 @@ static int looper(void *arg, int chan)
 		report(chan, &c[i]);
 		crs_sub_close(c[i].sub);
 	}
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	return 0;
 }
 

@@ -75,7 +75,7 @@ static int raw_answer(crs_pub *pub, int fd, int *code, int timeout_ms)
 	int64_t deadline = tu_now_ms() + timeout_ms;
 	for (;;) {
 		if (pub)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, 1) > 0)
 			break;
@@ -338,7 +338,7 @@ static void test_silent_peers(void **state)
 		assert_true(silent[i] >= 0);
 	}
 	for (int i = 0; i < 50; i++) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		tu_sleep_ms(2);
 	}
 	run_opener(pub, &o); /* admitted long before the HELLO timeout */
@@ -577,7 +577,7 @@ static void test_control_work_bounded(void **state)
 		assert_true(fd[i] >= 0);
 		raw_hello(fd[i], CRS_ROLE_INSPECTOR, name);
 	}
-	crs_pub_poll(pub);
+	crs_pub_serve(pub);
 	int answered = 0;
 	for (int i = 0; i < N; i++) {
 		struct pollfd p = { .fd = fd[i], .events = POLLIN };

@@ -95,7 +95,7 @@ static pid_t start_reader(crs_pub *pub, const char *name, int *chan)
 	int64_t deadline = tu_now_ms() + 10000;
 	uint64_t tag = 0, val;
 	while (tu_now_ms() < deadline) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		if (tu_recv(*chan, &tag, &val, 2) == 0)
 			break;
 	}
@@ -378,7 +378,7 @@ static void test_inspected_states(void **state)
 	uint64_t tag = 0, val;
 	int64_t deadline = tu_now_ms() + 20000;
 	while (tag != W_READY && tu_now_ms() < deadline) {
-		crs_pub_poll(pub); /* serve the inspector's handshake */
+		crs_pub_serve(pub); /* serve the inspector's handshake */
 		if (tu_recv(chan, &tag, &val, 5) == 0)
 			assert_int_equal(tag, W_READY);
 	}

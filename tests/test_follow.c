@@ -316,7 +316,7 @@ static void test_follow_loop(void **state)
 	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
 	assert_int_equal(crs_sub_stream_id(sub), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	struct events e = { 0 };
 	assert_int_equal(crs_loop_add_sub(loop, sub, &ev_callbacks, &e), 0);
 	assert_int_equal(crs_loop_run(loop, 20), 0);
@@ -345,7 +345,7 @@ static void test_follow_loop(void **state)
 	assert_false(still_in(loop, sub, &e));
 	e.log[e.len] = 0;
 	assert_string_equal(e.log, "nnnnnCGnnnEGnnC");
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	close(c1);
 	close(c2);
@@ -365,7 +365,7 @@ static void test_async_open_does_not_block_loop(void **state)
 	assert_int_equal(kill(pid, SIGSTOP), 0); /* cannot answer now */
 
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	struct events e = { 0 };
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
@@ -390,7 +390,7 @@ static void test_async_open_does_not_block_loop(void **state)
 	assert_int_equal(kill(pid, SIGCONT), 0);
 	run_until(loop, &e, "FFFnnnC");
 	assert_int_equal(tu_wait_child(pid, 10000), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	close(fds[0]);
 	close(fds[1]);
@@ -415,13 +415,13 @@ static void test_async_open_missing(void **state)
 	/* The same in a loop: on_error(ENOENT), and it leaves. */
 	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	struct events e = { 0 };
 	assert_int_equal(crs_loop_add_sub(loop, sub, &ev_callbacks, &e), 0);
 	run_until(loop, &e, "E");
 	assert_int_equal(e.code, ENOENT);
 	assert_false(still_in(loop, sub, &e));
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	assert_int_equal(crs_sub_open("bad/name", &o, &sub), -EINVAL);
 }

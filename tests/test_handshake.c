@@ -418,7 +418,7 @@ static int raw_answer(crs_pub *pub, int fd, union crs_hs_msg *out, int *nfds)
 	int64_t deadline = tu_now_ms() + 10000;
 	*nfds = 0;
 	for (;;) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, 1) > 0)
 			break;
@@ -567,7 +567,7 @@ static void test_raw_handshakes(void **state)
 	int fd = raw_connect(name);
 	close(fd);
 	for (int i = 0; i < 20; i++) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		tu_sleep_ms(1);
 	}
 	assert_int_equal(crs_pub_subscribers(pub), 0);

@@ -186,7 +186,7 @@ static void test_no_subscriber_no_demand(void **state)
 	crs_pub *pub = make_pub(name);
 	assert_true(crs_pub_demand(pub) == 0);
 	assert_int_equal(crs_pub_subscribers(pub), 0);
-	assert_int_equal(crs_pub_poll(pub), 0);
+	assert_int_equal(crs_pub_serve(pub), 0);
 	void *p;
 	assert_int_equal(crs_pub_claim(pub, 0, &p), -CRS_ENODEMAND);
 	assert_int_equal(crs_pub_claim(pub, 10, &p), -CRS_ENODEMAND);
@@ -236,7 +236,7 @@ static void test_late_joiner(void **state)
 	assert_int_equal(tu_agents_start(&late, 1, &arg), 0);
 	int64_t deadline = tu_now_ms() + 20000;
 	while (crs_pub_subscribers(pub) < 3 && tu_now_ms() < deadline) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		tu_sleep_ms(1);
 	}
 	assert_int_equal(crs_pub_subscribers(pub), 3);

@@ -87,7 +87,7 @@ static crs_loop *new_loop(int no_uring)
 {
 	crs_loop *loop;
 	use_engine(no_uring);
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	assert_string_equal(crs_loop_engine(loop),
 			    no_uring ? "poll" : "io_uring");
 	return loop;
@@ -129,7 +129,7 @@ static void many_streams(int no_uring)
 	}
 	for (int i = 0; i < STREAMS; i++)
 		assert_int_equal(tu_wait_child(pids[i], 20000), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 static void test_many_streams(void **state)
@@ -185,7 +185,7 @@ static void killed_while_sleeping(int no_uring)
 	assert_int_equal(st.done, -EPIPE);
 	assert_int_equal(crs_sub_end(sub)->code, EPIPE);
 	crs_sub_close(sub);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	close(chan);
 }
 
@@ -262,7 +262,7 @@ static void idle(int no_uring)
 		assert_int_equal(tu_wait_child(pids[i], 20000), 0);
 		close(chan[i]);
 	}
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 static void test_idle(void **state)
@@ -317,7 +317,7 @@ static void epoll_embedding(int no_uring)
 	crs_sub_close(sub);
 	assert_int_equal(tu_wait_child(pid, 20000), 0);
 	close(ep);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 static void test_epoll_embedding(void **state)
@@ -398,7 +398,7 @@ static void publisher_in_loop(int no_uring)
 	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
 	crs_loop_remove_pub(loop, pub);
 	crs_pub_close(pub);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 static void test_publisher_in_loop(void **state)
@@ -471,7 +471,7 @@ static void slot_reuse(int no_uring)
 	assert_int_equal(tu_serve_wait_child(pub, b, 20000), 0);
 	crs_loop_remove_pub(loop, pub);
 	crs_pub_close(pub);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 static void test_slot_reuse(void **state)

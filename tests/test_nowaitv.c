@@ -66,9 +66,9 @@ static void test_engine_is_futex(void **state)
 {
 	(void)state;
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	assert_string_equal(crs_loop_engine(loop), "futex");
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 /* Subscriber child: read everything, sleeping in crs_sub_wait. */
@@ -155,7 +155,7 @@ static void test_sleeps_when_idle(void **state)
 	int64_t cpu = cpu_ms();
 	assert_int_equal(crs_sub_wait(sub, 1000), -ETIMEDOUT);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	struct crs_sub_callbacks cb = { 0 };
 	assert_int_equal(crs_loop_add_sub(loop, sub, &cb, NULL), 0);
 	assert_int_equal(crs_loop_run(loop, 1000), 0);
@@ -163,7 +163,7 @@ static void test_sleeps_when_idle(void **state)
 	/* Two idle seconds; spinning would cost about that much CPU. */
 	print_message("idle: %lld ms of CPU in 2 s\n", (long long)cpu);
 	assert_true(cpu < 400);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	assert_int_equal(tu_send(chan, 2, 0), 0);
 	close(chan);

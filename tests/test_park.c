@@ -5,7 +5,10 @@
  * a loop also holds leaves the loop's announcement standing (subscriber
  * and publisher side, in separate processes); a hostile subscriber that
  * rewrites its park word after every commit does not get a futex wake
- * per commit.
+ * per commit; a sleeping subscriber asks for the commit fence in its
+ * park word instead of a membarrier per sleep, keeps asking while it
+ * sleeps, is woken for every message, and stops asking once it reads
+ * without sleeping.
  */
 #include <errno.h>
 #include <poll.h>
@@ -147,7 +150,7 @@ static void test_nested_sub(void **state)
 	pid_t pid = tu_spawn(publisher, name, &chan, 60);
 	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	crs_sub *sub;
 	struct crs_sub_opts o;
 	crs_sub_opts_init(&o);
@@ -170,7 +173,7 @@ static void test_nested_sub(void **state)
 			assert_true(crs_loop_run(loop, 100) >= 0);
 		assert_int_equal(got, round);
 	}
-	crs_loop_free(loop); /* before the handle it still holds */
+	crs_loop_close(loop); /* before the handle it still holds */
 	crs_sub_close(sub);
 	close(chan);
 	assert_int_equal(tu_wait_child(pid, 10000), 0);
@@ -210,7 +213,7 @@ static void test_nested_pub(void **state)
 	tu_name(name, sizeof(name), "nest-pub");
 	crs_pub *pub = tu_make_pub(name, 1 << 16);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	pid_t pid = tu_spawn(requester, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	assert_int_equal(crs_loop_add_pub(loop, pub, count_ready, &ready), 0);
@@ -233,7 +236,7 @@ static void test_nested_pub(void **state)
 	}
 	close(chan);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_pub_close(pub);
 }
 
@@ -296,6 +299,105 @@ static void test_hostile_park_word(void **state)
 	crs_pub_close(p);
 }
 
+/* ---- asking for the commit fence ---------------------------------------- */
+
+enum { F_READY = 1, F_WORD };
+
+/* Take n messages from *seq on, each after sleeping in crs_sub_wait
+ * (spin_us -1: sleeps at once) if sleep, else by polling only. */
+static void take(crs_sub *sub, uint64_t *seq, int n, int sleep)
+{
+	for (int i = 0; i < n; i++, (*seq)++) {
+		struct crs_msg m;
+		int r;
+		int64_t deadline = tu_now_ms() + 10000;
+		while ((r = crs_sub_poll(sub, &m)) == 0 &&
+		       tu_now_ms() < deadline)
+			if (sleep)
+				CHECK_EQ(crs_sub_wait(sub, 10000), 0);
+		CHECK_EQ(r, 1);
+		CHECK_EQ(m.seq, *seq);
+		CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+	}
+	crs_sub_release(sub);
+}
+
+/* Sleeps for 10 messages, reads 300 without sleeping, sleeps for 10
+ * more; reports its park word (awake) after each phase. */
+static int sleeper(void *arg, int chan)
+{
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 10000;
+	o.spin_us = -1;
+	crs_sub *h;
+	CHECK_EQ(crs_sub_open(arg, &o, &h), 0);
+	struct crs_sub *sub = (struct crs_sub *)h;
+	CHECK_EQ(tu_send(chan, F_READY, 0), 0);
+	uint64_t seq = 0;
+	take(h, &seq, 10, 1);
+	CHECK_EQ(tu_send(chan, F_WORD, atomic_load(&sub->ctl->parked)), 0);
+	take(h, &seq, 300, 0);
+	CHECK_EQ(tu_send(chan, F_WORD, atomic_load(&sub->ctl->parked)), 0);
+	take(h, &seq, 10, 1);
+	CHECK_EQ(tu_send(chan, F_WORD, atomic_load(&sub->ctl->parked)), 0);
+	crs_sub_close(h);
+	return 0;
+}
+
+/* Publish n messages from *seq; with asleep, each only once the
+ * subscriber sleeps for it (on the current signal: not the sleep the
+ * last wake ended), so that each needs a wake. */
+static void feed(crs_pub *p, uint64_t *seq, int n, int asleep)
+{
+	struct crs_pub *pub = (struct crs_pub *)p;
+	for (int i = 0; i < n; i++, (*seq)++) {
+		_Atomic uint64_t *w = &pub->slots[pub->active[0]].ctl->parked;
+		int64_t deadline = tu_now_ms() + 10000;
+		while (asleep &&
+		       (atomic_load(w) & (CRS_PARK_ASLEEP | 0xffffffffu)) !=
+			       (CRS_PARK_ASLEEP |
+				atomic_load(&pub->hdr->signal.data_signal)) &&
+		       tu_now_ms() < deadline)
+			;
+		assert_int_equal(tu_pub_send(p, *seq, 32, 10000), 0);
+	}
+}
+
+static void test_fence_ask(void **state)
+{
+	(void)state;
+	char name[64];
+	int chan;
+	tu_name(name, sizeof(name), "fence-ask");
+	crs_pub *p = tu_make_pub(name, 1 << 20);
+	struct crs_pub *pub = (struct crs_pub *)p;
+	/* Registered for membarrier (else the commit always fences and
+	 * nobody asks): asked for while sleeping, kept while awake. */
+	uint64_t ask = pub->fences ? 0 : CRS_PARK_FENCE;
+	pid_t pid = tu_spawn(sleeper, name, &chan, 60);
+	assert_int_equal(tu_pub_await_count(p, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, F_READY, NULL, 10000), 0);
+	uint64_t seq = 0, word;
+	uint64_t wakes = atomic_load(&pub->hdr->stats.wakes);
+	feed(p, &seq, 10, 1);
+	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
+	assert_int_equal(word, ask);
+	/* Every sleep needed its wake: none lost to the unfenced commit. */
+	assert_true(atomic_load(&pub->hdr->stats.wakes) - wakes >= 10);
+	feed(p, &seq, 300, 0);
+	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
+	assert_int_equal(word, 0); /* 256 without a sleep: no longer asks */
+	wakes = atomic_load(&pub->hdr->stats.wakes);
+	feed(p, &seq, 10, 1);
+	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
+	assert_int_equal(word, ask); /* asks again */
+	assert_true(atomic_load(&pub->hdr->stats.wakes) - wakes >= 10);
+	close(chan);
+	assert_int_equal(tu_serve_wait_child(p, pid, 10000), 0);
+	crs_pub_close(p);
+}
+
 int main(void)
 {
 	tu_init();
@@ -305,6 +407,7 @@ int main(void)
 		TU_TEST(test_nested_sub),
 		TU_TEST(test_nested_pub),
 		TU_TEST(test_hostile_park_word),
+		TU_TEST(test_fence_ask),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,7 +72,7 @@ static void collect(crs_pub *pub, int chan, struct seen *s, int until,
 	int64_t deadline = tu_now_ms() + timeout_ms;
 	while (!s->ended && s->n < until && tu_now_ms() < deadline) {
 		if (pub)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 		uint64_t tag, val;
 		if (tu_recv(chan, &tag, &val, 5) != 0)
 			continue;
@@ -91,7 +91,7 @@ static pid_t start_reader(crs_pub *pub, struct reader *r, int *chan)
 	uint64_t tag = 0, val;
 	while (tag != READY && tu_now_ms() < deadline) {
 		if (pub)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 		if (tu_recv(*chan, &tag, &val, 5) == 0)
 			assert_int_equal(tag, READY);
 	}
@@ -228,7 +228,7 @@ static void test_auto_connect(void **state)
 	int c1, c2;
 	pid_t p1 = start_reader(pub, &r, &c1);
 	for (int i = 0; i < 50; i++) { /* the first one waits a while */
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		assert_int_equal(offer_value(pub, 0), -ENOTCONN);
 		tu_sleep_ms(2);
 	}

@@ -15,7 +15,7 @@
  *     make the fd readable: nothing else would look;
  *   - on the fallback engines, whose loop fd is served by a watcher
  *     thread, a subscriber dropped by the application's own calls
- *     between runs (crs_pub_poll) must not crash the watcher, which
+ *     between runs (crs_pub_serve) must not crash the watcher, which
  *     used to read the dropped slot's unmapped progress word.
  */
 #include <errno.h>
@@ -86,7 +86,7 @@ static void test_add_after_loop_fd(void **state)
 	tu_name(name, sizeof(name), "addfd");
 	pid_t pid = tu_spawn(publisher, name, NULL, 60);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	int lfd = crs_loop_fd(loop);
 	assert_true(lfd >= 0);
 	crs_sub *sub;
@@ -109,7 +109,7 @@ static void test_add_after_loop_fd(void **state)
 	assert_int_equal(g.bad, 0);
 	crs_sub_close(sub);
 	assert_int_equal(tu_wait_child(pid, 20000), 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 }
 
 enum { PUB_DONE = 500, PARKED, KILLED, NEXT_UP };
@@ -193,7 +193,7 @@ static int follow_subscriber(void *arg, int chan)
 {
 	const char *name = arg;
 	crs_loop *loop;
-	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK_EQ(crs_loop_create(&loop), 0);
 	CHECK(strcmp(crs_loop_engine(loop), "io_uring") != 0);
 	struct crs_sub_opts o;
 	crs_sub_opts_init(&o);
@@ -226,7 +226,7 @@ static int follow_subscriber(void *arg, int chan)
 	CHECK_EQ(f.g.done, 1);
 	CHECK_EQ(f.g.next, 5);
 	CHECK_EQ(f.g.bad, 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	return 0;
 }
@@ -311,7 +311,7 @@ static void test_request_between_runs(void **state)
 	crs_sub *sub;
 	assert_int_equal(crs_sub_open(name, &o, &sub), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	struct got g = { 0 };
 	assert_int_equal(crs_loop_add_sub(loop, sub, &callbacks, &g), 0);
 	int lfd = crs_loop_fd(loop);
@@ -334,7 +334,7 @@ static void test_request_between_runs(void **state)
 	assert_int_equal(g.done, 1);
 	assert_int_equal(g.next, 200);
 	assert_int_equal(g.bad, 0);
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_sub_close(sub);
 	assert_int_equal(tu_wait_child(pid, 20000), 0);
 	close(chan);
@@ -347,7 +347,7 @@ static int drop_rounds(void *arg, int chan)
 	crs_pub *pub;
 	CHECK_EQ(crs_pub_create(name, NULL, &pub), 0);
 	crs_loop *loop;
-	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK_EQ(crs_loop_create(&loop), 0);
 	CHECK(strcmp(crs_loop_engine(loop), "io_uring") != 0);
 	CHECK_EQ(crs_loop_add_pub(loop, pub, NULL, NULL), 0);
 	int lfd = crs_loop_fd(loop);
@@ -380,12 +380,12 @@ static int drop_rounds(void *arg, int chan)
 		/* Dropped (and unmapped) outside a run, as an application
 		 * publishing from its own timer does. */
 		while (crs_pub_subscribers(pub) > 0 && tu_now_ms() < until)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 		CHECK_EQ(crs_pub_subscribers(pub), 0);
 		/* Past the watcher's next look (a 20 ms slice). */
 		tu_sleep_ms(50);
 	}
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	crs_pub_close(pub);
 	return 0;
 }

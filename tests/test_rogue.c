@@ -200,7 +200,7 @@ static void run_rogue(enum kind k, uint64_t want_code)
 	assert_int_equal(tu_expect(rc, SCRIBBLED, NULL, 10000), 0);
 	if (k == HARMLESS) {
 		for (int i = 0; i < 20; i++) {
-			assert_int_equal(crs_pub_poll(pub), 2);
+			assert_int_equal(crs_pub_serve(pub), 2);
 			tu_sleep_ms(1);
 		}
 		assert_int_equal(tu_send(rc, CHECK_END, 0), 0);

@@ -80,7 +80,7 @@ static int reader(void *arg, int chan)
 					.on_complete = on_complete,
 					.on_error = on_error };
 	crs_loop *loop;
-	CHECK_EQ(crs_loop_new(&loop), 0);
+	CHECK_EQ(crs_loop_create(&loop), 0);
 	struct crs_sub_opts o;
 	crs_sub_opts_init(&o);
 	o.wait_ms = 30000;
@@ -103,7 +103,7 @@ static int reader(void *arg, int chan)
 		CHECK_EQ(rd[i].bad, 0);
 		CHECK_EQ(rd[i].next, MSGS);
 	}
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	for (int i = 0; i < STREAMS; i++)
 		crs_sub_close(subs[i]);
 	return 0;
@@ -119,7 +119,7 @@ static void test_64_by_64(void **state)
 	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 12000 : rl.rlim_max;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	crs_loop *loop;
-	assert_int_equal(crs_loop_new(&loop), 0);
+	assert_int_equal(crs_loop_create(&loop), 0);
 	static crs_pub *pubs[STREAMS];
 	for (int i = 0; i < STREAMS; i++) {
 		tu_name(streams[i].name, sizeof(streams[i].name), "scale");
@@ -159,7 +159,7 @@ static void test_64_by_64(void **state)
 		assert_int_equal(streams[i].sent, MSGS);
 		assert_true(streams[i].completed);
 	}
-	crs_loop_free(loop);
+	crs_loop_close(loop);
 	for (int i = 0; i < STREAMS; i++)
 		crs_pub_close(pubs[i]);
 }

@@ -35,7 +35,7 @@ static void ids_seen(crs_pub *pub, const char *name, uint64_t *sub_id,
 	int got = 0;
 	int64_t deadline = tu_now_ms() + 20000;
 	while (got < 2 && tu_now_ms() < deadline) {
-		crs_pub_poll(pub); /* serve both handshakes */
+		crs_pub_serve(pub); /* serve both handshakes */
 		if (tu_recv(chan, &tag, &val, 5) == 0) {
 			assert_true(tag == 1 || tag == 2);
 			*(tag == 1 ? sub_id : insp_id) = val;

@@ -193,7 +193,7 @@ static void pause_serving(crs_pub *pub, double ms)
 	     left = (until - now_s()) * 1e3) {
 		struct pollfd p = { .fd = crs_pub_fd(pub), .events = POLLIN };
 		if (poll(&p, 1, (int)left + 1) > 0)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 	}
 }
 
@@ -223,7 +223,7 @@ static void publish(crs_pub *pub, const struct fixture *fx)
 static void serve(crs_pub *pub)
 {
 	while (!g_term) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		struct pollfd p = { .fd = crs_pub_fd(pub), .events = POLLIN };
 		poll(&p, 1, 20);
 	}
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
 		die("wait for subscribers", err);
 	say("ready %d\n", (int)getpid());
 	while (fx.gate && !g_go && !g_term) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		nap_ms(10);
 	}
 	publish(pub, &fx);

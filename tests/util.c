@@ -229,7 +229,7 @@ static int wait_loop(crs_pub *pub, pid_t pid, int timeout_ms)
 			return -1;
 		}
 		if (pub)
-			crs_pub_poll(pub);
+			crs_pub_serve(pub);
 		tu_sleep_ms(1);
 	}
 }
@@ -468,7 +468,7 @@ int tu_pub_await_count(crs_pub *pub, int n, int timeout_ms)
 {
 	int64_t deadline = tu_now_ms() + timeout_ms;
 	for (;;) {
-		int r = crs_pub_poll(pub);
+		int r = crs_pub_serve(pub);
 		if (r == n)
 			return 0;
 		if (tu_now_ms() >= deadline)
@@ -645,7 +645,7 @@ int tu_agents_ready(struct tu_agents *g, crs_pub *pub)
 		int r;
 		for (;;) {
 			if (pub)
-				crs_pub_poll(pub);
+				crs_pub_serve(pub);
 			r = tu_recv(g->chan[i], &tag, &v, pub ? 1 : 20000);
 			if (r != -ETIMEDOUT || tu_now_ms() > deadline)
 				break;

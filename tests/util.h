@@ -60,7 +60,7 @@ pid_t tu_spawn(tu_child_fn fn, void *arg, int *chan, int timeout_s);
  * timeout. Prints a diagnostic for anything but 0. */
 int tu_wait_child(pid_t pid, int timeout_ms);
 
-/* Like tu_wait_child, but keeps serving pub (crs_pub_poll) meanwhile, for
+/* Like tu_wait_child, but keeps serving pub (crs_pub_serve) meanwhile, for
  * children that open or leave subscriptions while the parent waits. */
 int tu_serve_wait_child(crs_pub *pub, pid_t pid, int timeout_ms);
 
@@ -142,7 +142,7 @@ crs_pub *tu_make_pub(const char *name, uint64_t ring);
  * Advances *seq. Parent side only. */
 void tu_publish(crs_pub *pub, size_t max_len, uint64_t *seq, uint64_t n);
 
-/* Serve the publisher (crs_pub_poll) until it has exactly n
+/* Serve the publisher (crs_pub_serve) until it has exactly n
  * subscribers. 0 or -ETIMEDOUT. */
 int tu_pub_await_count(crs_pub *pub, int n, int timeout_ms);
 

@@ -576,7 +576,7 @@ int bridge_in(const struct bridge_opts *o)
 	struct itimerspec its = { { 0, TICK_MS * 1000000 },
 				  { 0, TICK_MS * 1000000 } };
 	if (b->timer_fd < 0 || timerfd_settime(b->timer_fd, 0, &its, NULL) ||
-	    crs_loop_new(&b->loop) || crs_loop_add_pub(b->loop, b->pub, on_ready, b) ||
+	    crs_loop_create(&b->loop) || crs_loop_add_pub(b->loop, b->pub, on_ready, b) ||
 	    crs_loop_add_fd(b->loop, b->n.efd, POLLIN, on_fd, b) ||
 	    crs_loop_add_fd(b->loop, b->timer_fd, POLLIN, on_fd, b)) {
 		fprintf(stderr, "crs-bridge in: cannot set up its loop\n");
@@ -598,12 +598,12 @@ int bridge_in(const struct bridge_opts *o)
 	natsConnection_FlushTimeout(b->n.nc, 1000); /* the last ack */
 	/* Ended: let the subscribers read the rest and the end. */
 	while (b->ended && !stop && crs_pub_wait_consumed(b->pub, 200))
-		crs_pub_poll(b->pub);
+		crs_pub_serve(b->pub);
 	status = b->fatal ? 1 : 0;
 	bridge_figures_print(o->json ? stdout : stderr, &b->fig, o->json);
 out:
 	if (b->loop)
-		crs_loop_free(b->loop);
+		crs_loop_close(b->loop);
 	if (b->timer_fd > 0)
 		close(b->timer_fd);
 	if (b->pub)

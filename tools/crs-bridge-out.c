@@ -478,7 +478,7 @@ int bridge_out(const struct bridge_opts *o)
 	struct itimerspec its = { { 0, TICK_MS * 1000000 },
 				  { 0, TICK_MS * 1000000 } };
 	if (b->timer_fd < 0 || timerfd_settime(b->timer_fd, 0, &its, NULL) ||
-	    crs_loop_new(&b->loop) || crs_loop_add_sub(b->loop, b->sub, &cb, b) ||
+	    crs_loop_create(&b->loop) || crs_loop_add_sub(b->loop, b->sub, &cb, b) ||
 	    crs_loop_add_fd(b->loop, b->n.efd, POLLIN, on_fd, b) ||
 	    crs_loop_add_fd(b->loop, b->timer_fd, POLLIN, on_fd, b)) {
 		fprintf(stderr, "crs-bridge out: cannot set up its loop\n");
@@ -506,7 +506,7 @@ int bridge_out(const struct bridge_opts *o)
 	bridge_figures_print(o->json ? stdout : stderr, &b->fig, o->json);
 out:
 	if (b->loop)
-		crs_loop_free(b->loop);
+		crs_loop_close(b->loop);
 	if (b->timer_fd > 0)
 		close(b->timer_fd);
 	for (uint32_t i = 0; b->win && i < b->len; i++)

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "crs-bridge.h"
+#include "toolutil.h"
 
 int bridge_out(const struct bridge_opts *o);
 int bridge_in(const struct bridge_opts *o);
@@ -39,7 +40,7 @@ static void usage(FILE *f)
 "  --subject S          the JetStream subject (required)\n"
 "  --js-stream NAME     JetStream stream holding S (CRS_ and S with _ for .)\n"
 "  --max-msgs N         stream limit: messages retained (on creation/update)\n"
-"  --max-bytes B        stream limit: bytes retained (K, M, G suffixes)\n"
+"  --max-bytes B        stream limit: bytes retained (K, M, G, T suffixes)\n"
 "  --max-age SECONDS    stream limit: age of retained messages\n"
 "  --memory             create the stream in memory instead of files\n"
 "  --window N           out: messages unacknowledged at most (1024);\n"
@@ -79,26 +80,6 @@ static int usage_error(const char *fmt, ...)
 	fputs(" (crs-bridge -h for help)\n", stderr);
 	va_end(ap);
 	return 2;
-}
-
-/* A count or size with an optional K/M/G suffix (powers of 1024). */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	int shift = 0;
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	}
-	if (*end || (shift && v > UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 static int parse_seconds(const char *s, int64_t *ms)
@@ -159,7 +140,7 @@ static int parse_deliver(struct bridge_opts *o, const char *what,
 		return usage_error("--deliver %s needs a value", what);
 	if (!strcmp(what, "last") || !strcmp(what, "from")) {
 		o->deliver = what[0] == 'l' ? DELIVER_LAST : DELIVER_FROM;
-		if (parse_size(arg, &o->deliver_arg))
+		if (tool_parse_size(arg, 0, UINT64_MAX, &o->deliver_arg))
 			return usage_error("--deliver %s: bad number %s", what, arg);
 		return 0;
 	}
@@ -209,7 +190,7 @@ static int parse(int argc, char **argv, struct bridge_opts *o)
 			v = argv[++i];
 		else
 			return usage_error("%s needs a value", a);
-		uint64_t n;
+		uint64_t n = 0;
 		int64_t ms;
 		int bad = 0;
 		if (!strcmp(a, "--nats")) {
@@ -222,22 +203,22 @@ static int parse(int argc, char **argv, struct bridge_opts *o)
 						   "at most 48");
 			snprintf(o->js_stream, sizeof(o->js_stream), "%s", v);
 		} else if (!strcmp(a, "--max-msgs")) {
-			bad = parse_size(v, &n) || n > INT64_MAX;
+			bad = tool_parse_size(v, 0, INT64_MAX, &n);
 			o->max_msgs = (int64_t)n;
 		} else if (!strcmp(a, "--max-bytes")) {
-			bad = parse_size(v, &n) || n > INT64_MAX;
+			bad = tool_parse_size(v, 0, INT64_MAX, &n);
 			o->max_bytes = (int64_t)n;
 		} else if (!strcmp(a, "--max-age")) {
 			bad = parse_seconds(v, &ms) || ms < 1000;
 			o->max_age_s = ms / 1000;
 		} else if (!strcmp(a, "--window")) {
-			bad = parse_size(v, &n) || n < 1 || n > 1 << 20;
+			bad = tool_parse_size(v, 1, 1 << 20, &n);
 			o->window = (uint32_t)n;
 			window_set = 1;
 		} else if (!strcmp(a, "--outage")) {
 			bad = parse_seconds(v, &o->outage_ms) || o->outage_ms < 100;
 		} else if (!strcmp(a, "--status-ms")) {
-			bad = parse_size(v, &n) || n < 10 || n > 3600000;
+			bad = tool_parse_size(v, 10, 3600000, &n);
 			o->status_ms = (int64_t)n;
 		} else if (!strcmp(a, "--follow") && o->out) {
 			bad = !js_name_ok(v);
@@ -257,15 +238,15 @@ static int parse(int argc, char **argv, struct bridge_opts *o)
 		} else if (!strcmp(a, "--state") && !o->out) {
 			o->state_path = v;
 		} else if (!strcmp(a, "--ring") && !o->out) {
-			bad = parse_size(v, &o->pub.ring_bytes);
+			bad = tool_parse_size(v, 0, UINT64_MAX, &o->pub.ring_bytes);
 		} else if (!strcmp(a, "--max-message") && !o->out) {
-			bad = parse_size(v, &n) || n > UINT32_MAX;
+			bad = tool_parse_size(v, 0, UINT32_MAX, &n);
 			o->pub.max_message = (uint32_t)n;
 		} else if (!strcmp(a, "--replay") && !o->out) {
-			bad = parse_size(v, &o->pub.replay_count);
+			bad = tool_parse_size(v, 0, UINT64_MAX, &o->pub.replay_count);
 			replay = 1;
 		} else if (!strcmp(a, "--replay-bytes") && !o->out) {
-			bad = parse_size(v, &o->pub.replay_bytes);
+			bad = tool_parse_size(v, 0, UINT64_MAX, &o->pub.replay_bytes);
 			replay = 1;
 		} else if (!strcmp(a, "--replay-age") && !o->out) {
 			bad = parse_seconds(v, &ms);

@@ -36,7 +36,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <libutil.h> /* expand_number(3), from libbsd-overlay */
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -49,6 +48,7 @@
 #include <unistd.h>
 
 #include "crs/crs.h"
+#include "toolutil.h"
 
 #define EXIT_STREAM 1
 #define EXIT_USAGE 2
@@ -59,11 +59,8 @@
 #define READ_BLOCK (64 * 1024) /* line mode reads at least this much */
 #define OUT_BUF (256 * 1024)
 #define DEFAULT_RING (1ULL << 20)
-#define RING_MIN (4ULL << 10)
-#define RING_MAX (1ULL << 30)
 #define DEFAULT_PREFETCH 128
 #define DEFAULT_TIMEOUT_S 10.0
-#define MAX_SUBSCRIBERS 64
 
 /* Long options have codes above any byte. */
 enum {
@@ -95,7 +92,6 @@ static const struct option long_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-#define MAX_ALLOW_UIDS CRS_ALLOW_UIDS_MAX
 #define FORMAT_MAX 256	 /* -f, after its escapes are expanded */
 
 struct cat_opts {
@@ -117,7 +113,7 @@ struct cat_opts {
 	double timeout_s;	/* -t */
 	double linger_s;	/* --linger */
 	uint32_t untethered_ms; /* --untethered */
-	uint32_t allow_uids[MAX_ALLOW_UIDS]; /* --allow-uid */
+	uint32_t allow_uids[CRS_ALLOW_UIDS_MAX]; /* --allow-uid */
 	uint32_t n_allow_uids;
 	int allow_group;	/* --allow-group */
 	uint32_t allow_gid;
@@ -256,7 +252,7 @@ static void usage(void)
 "              the epoch), %t the stream name, %% a %; \\n \\t \\r \\0 \\\\\n"
 "  -q          no informational lines on stderr\n"
 "  -h, --help  show this help\n"
-"Sizes take K, M, G suffixes (powers of 1024). Stream names use\n"
+"Sizes take K, M, G, T suffixes (powers of 1024). Stream names use\n"
 "[A-Za-z0-9._-] and start with neither '.' nor '-'. Streams live in\n"
 "$CRS_DIR, else $XDG_RUNTIME_DIR/crs, else /tmp/crs-$UID.\n"
 "Exit status: 0 done, 1 stream or I/O error, 2 usage error.\n",
@@ -265,15 +261,15 @@ static void usage(void)
 
 /* ---- Option parsing ---------------------------------------------------- */
 
-/* A byte count with an optional K/M/G suffix; > 0. */
-static int parse_size(const char *s, uint64_t *out)
+/* Option opt's byte count s, with an optional K/M/G/T suffix
+ * (toolutil.h), > 0: PARSE_OK, or a usage error saying what is wrong. */
+static int take_size(const char *opt, const char *s, uint64_t *out)
 {
-	uint64_t n;
-	errno = 0;
-	if (*s == '-' || expand_number(s, &n) < 0 || errno || n == 0)
-		return -1;
-	*out = n;
-	return 0;
+	int err = tool_parse_size(s, 1, UINT64_MAX, out);
+	return err ? usage_error("%s: bad size '%s' (%s)", opt, s,
+				 err == -ERANGE ? "0 or too large"
+						: tool_size_why(err))
+		   : PARSE_OK;
 }
 
 /* A decimal count from min to max. */
@@ -341,12 +337,12 @@ static int derive_sizes(struct cat_opts *o)
 	uint64_t need = o->max_message > o->chunk ? o->max_message : o->chunk;
 	if (o->ring_bytes) {
 		uint64_t r = o->ring_bytes;
-		if (r < RING_MIN || r > RING_MAX || (r & (r - 1)))
+		if (r < CRS_RING_MIN || r > CRS_RING_MAX || (r & (r - 1)))
 			return usage_error("-r: the ring size must be a power "
 					   "of two from 4K to 1G");
 	} else {
 		o->ring_bytes = DEFAULT_RING;
-		while (o->ring_bytes / 4 < need && o->ring_bytes < RING_MAX)
+		while (o->ring_bytes / 4 < need && o->ring_bytes < CRS_RING_MAX)
 			o->ring_bytes *= 2;
 	}
 	uint64_t cap = o->ring_bytes / 4;
@@ -413,9 +409,7 @@ static int take_chunk(struct cat_opts *o, int argc, char **argv)
 	if (!arg && optind < argc && argv[optind][0] != '-')
 		arg = argv[optind++];
 	o->binary = 1;
-	if (arg && parse_size(arg, &o->chunk) < 0)
-		return usage_error("-b: bad size '%s'", arg);
-	return PARSE_OK;
+	return arg ? take_size("-b", arg, &o->chunk) : PARSE_OK;
 }
 
 /* The replay options: any of them makes a replay stream. */
@@ -429,10 +423,7 @@ static int take_replay(struct cat_opts *o, int c)
 			       ? usage_error("-R: bad count '%s'", optarg)
 			       : PARSE_OK;
 	case OPT_REPLAY_BYTES:
-		return parse_size(optarg, &o->replay_bytes)
-			       ? usage_error("--replay-bytes: bad size '%s'",
-					     optarg)
-			       : PARSE_OK;
+		return take_size("--replay-bytes", optarg, &o->replay_bytes);
 	default:
 		if (parse_seconds(optarg, &t) || t <= 0)
 			return usage_error("--replay-age: bad seconds '%s'",
@@ -494,10 +485,10 @@ static int parse_id(const char *s, int group, uint32_t *out)
 
 static int take_allow_uid(struct cat_opts *o)
 {
-	if (o->n_allow_uids == MAX_ALLOW_UIDS)
+	if (o->n_allow_uids == CRS_ALLOW_UIDS_MAX)
 		return usage_error("--allow-uid: at most %d users (for more, "
 				   "--allow-group or --allow-any)",
-				   MAX_ALLOW_UIDS);
+				   CRS_ALLOW_UIDS_MAX);
 	if (parse_id(optarg, 0, &o->allow_uids[o->n_allow_uids]) < 0)
 		return usage_error("--allow-uid: no such user '%s'", optarg);
 	o->n_allow_uids++;
@@ -598,16 +589,14 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 		return take_chunk(o, argc, argv);
 	case 'r':
 	case 'm':
-		return parse_size(optarg, c == 'r' ? &o->ring_bytes
-						   : &o->max_message) < 0
-			       ? usage_error("-%c: bad size '%s'", c, optarg)
-			       : PARSE_OK;
+		return take_size(c == 'r' ? "-r" : "-m", optarg,
+				 c == 'r' ? &o->ring_bytes : &o->max_message);
 	case 'w':
 	case 'a':
-		return parse_count(optarg, 0, MAX_SUBSCRIBERS,
+		return parse_count(optarg, 0, CRS_SUBSCRIBERS_MAX,
 				   c == 'w' ? &o->wait_subs : &o->auto_connect)
 			       ? usage_error("-%c: bad count '%s' (0..%d)", c,
-					     optarg, MAX_SUBSCRIBERS)
+					     optarg, CRS_SUBSCRIBERS_MAX)
 			       : PARSE_OK;
 	case 'c':
 	case 'p':
@@ -757,14 +746,14 @@ static void on_sigpipe(void *ctx, int fd, short revents)
 /* A loop with the self-pipe in it. Returns 0 or -errno. */
 static int loop_new(crs_loop **loop)
 {
-	int err = crs_loop_new(loop);
+	int err = crs_loop_create(loop);
 	if (err) {
 		*loop = NULL;
 		return err;
 	}
 	err = crs_loop_add_fd(*loop, g_sigpipe[0], POLLIN, on_sigpipe, NULL);
 	if (err) {
-		crs_loop_free(*loop);
+		crs_loop_close(*loop);
 		*loop = NULL;
 	}
 	return err;
@@ -911,7 +900,7 @@ static int pub_put(struct pub_run *p, const void *data, size_t len)
 
 /* latest: prove that nothing is held any more. A claim of the held
  * length succeeding means demand and room are there; the flush that
- * crs_pub_poll() then makes sends a held message, unless a subscriber
+ * crs_pub_serve() then makes sends a held message, unless a subscriber
  * came or went in between (then try again at the next round). */
 static void latest_probe(struct pub_run *p)
 {
@@ -922,7 +911,7 @@ static void latest_probe(struct pub_run *p)
 	if (crs_pub_claim(p->pub, p->last_len, &buf) != 0)
 		return;
 	crs_pub_abort(p->pub);
-	if (crs_pub_poll(p->pub) == n)
+	if (crs_pub_serve(p->pub) == n)
 		p->maybe_held = 0;
 }
 
@@ -1214,7 +1203,7 @@ static void pub_loop(struct pub_run *p)
 			due = p->linger_until;
 		/* --untethered: the loop sleeps until something happens,
 		 * and a stopped subscriber makes nothing happen; look a few
-		 * times per period, so that crs_pub_poll() evicts it. */
+		 * times per period, so that crs_pub_serve() evicts it. */
 		int64_t evict_at = INT64_MAX;
 		if (p->o->untethered_ms) {
 			int64_t step = p->o->untethered_ms / 4;
@@ -1235,7 +1224,7 @@ static void pub_loop(struct pub_run *p)
 			break;
 		}
 		int64_t now = now_ms();
-		if (now >= evict_at && crs_pub_poll(p->pub) >= 0)
+		if (now >= evict_at && crs_pub_serve(p->pub) >= 0)
 			pump(p);
 		if (p->stage_at && now >= p->stage_at) {
 			/* Held a tick: read on into the stage. */
@@ -1321,7 +1310,7 @@ static int run_publisher(const struct cat_opts *o)
 			pub_loop(&p);
 	}
 	if (p.loop)
-		crs_loop_free(p.loop);
+		crs_loop_close(p.loop);
 	free(p.buf);
 	free(p.stage);
 	int rc = EXIT_SUCCESS;
@@ -1617,7 +1606,7 @@ static int sub_copy(struct sub_run *s)
 		err = crs_loop_add_sub(loop, s->sub, &sub_callbacks, s);
 	if (err) {
 		if (loop)
-			crs_loop_free(loop);
+			crs_loop_close(loop);
 		s->what = "cannot create the event loop";
 		return err;
 	}
@@ -1641,7 +1630,7 @@ static int sub_copy(struct sub_run *s)
 		}
 	}
 	if (loop)
-		crs_loop_free(loop);
+		crs_loop_close(loop);
 	if (!s->err && (err = out_flush(&s->out)) != 0) {
 		s->err = err;
 		s->what = "cannot write stdout";

@@ -41,11 +41,11 @@
 
 #include "crs/crs.h"
 #include "crs/inspect.h"
+#include "toolutil.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 
-#define TOP_MAX_SUBS 64		/* crs_pub_opts.max_subscribers is 1..64 */
 #define TOP_ERROR 100		/* states beyond enum crs_stream_state: */
 #define TOP_OPENING 101		/* the first handshake is under way */
 #define TOP_NO_ANSWER 102	/* the publisher has not answered in time */
@@ -182,7 +182,7 @@ struct top_stream {
 	double byte_rate;	/* bytes/s likewise */
 	int activity;		/* enum activity, for a live stream */
 	char comm[20];		/* the publisher's command name */
-	struct top_sub subs[TOP_MAX_SUBS];
+	struct top_sub subs[CRS_SUBSCRIBERS_MAX];
 	int nsubs;		/* active subscribers (may exceed the array) */
 	int64_t retry_ns;	/* no new handshake before this time */
 	int64_t backoff_ns;	/* the wait after the next failed handshake */
@@ -211,7 +211,7 @@ struct top_set {
 
 static int shown_subs(const struct top_stream *s)
 {
-	return s->nsubs < TOP_MAX_SUBS ? s->nsubs : TOP_MAX_SUBS;
+	return s->nsubs < CRS_SUBSCRIBERS_MAX ? s->nsubs : CRS_SUBSCRIBERS_MAX;
 }
 
 static double fill_of(const struct top_stream *s)
@@ -421,13 +421,13 @@ static int stream_activity(const struct top_stream *s, int pstate, int rated,
  * one. */
 static void stream_read(struct top_stream *s)
 {
-	struct crs_sub_info old[TOP_MAX_SUBS], cur[TOP_MAX_SUBS];
+	struct crs_sub_info old[CRS_SUBSCRIBERS_MAX], cur[CRS_SUBSCRIBERS_MAX];
 	int nold = s->have ? shown_subs(s) : 0;
 	for (int k = 0; k < nold; k++)
 		old[k] = s->subs[k].i;
 	struct crs_stream_info prev = s->info, info;
 	int had = s->have;
-	int n = crs_inspect_read(s->in, &info, cur, TOP_MAX_SUBS);
+	int n = crs_inspect_read(s->in, &info, cur, CRS_SUBSCRIBERS_MAX);
 	if (n < 0) {
 		stream_close(s);
 		s->state = TOP_ERROR;
@@ -1134,20 +1134,6 @@ static void print_text(FILE *f, const struct top_set *t,
 
 /* ---- Batch output: JSON, one document per line -------------------------- */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p); /* bytes as Latin-1 */
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void json_rate(FILE *f, const char *key, double v)
 {
 	if (v < 0)
@@ -1176,7 +1162,7 @@ static void json_sub(FILE *f, const struct top_sub *d)
 {
 	const struct crs_sub_info *i = &d->i;
 	fprintf(f, "{\"slot\":%d,\"pid\":%d,\"command\":", i->slot, i->pid);
-	json_str(f, d->comm);
+	tool_json_str(f, d->comm);
 	fprintf(f, ",\"activity\":");
 	json_activity(f, d->activity);
 	fprintf(f, ",\"joined\":%" PRIu64, i->joined);
@@ -1204,11 +1190,11 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	};
 	const struct crs_stream_info *i = &s->info;
 	fputs("{\"name\":", f);
-	json_str(f, s->name);
+	tool_json_str(f, s->name);
 	fprintf(f, ",\"state\":\"%s\",\"gone\":%s,\"error\":",
 		state_name(s->state), s->gone ? "true" : "false");
 	if (stream_why(s))
-		json_str(f, stream_why(s));
+		tool_json_str(f, stream_why(s));
 	else
 		fputs("null", f);
 	if (!s->have) {
@@ -1221,7 +1207,7 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	char mode[16];
 	mode_text(mode, sizeof(mode), i->mode);
 	fprintf(f, ",\"pid\":%d,\"command\":", i->pub_pid);
-	json_str(f, s->comm);
+	tool_json_str(f, s->comm);
 	fputs(",\"activity\":", f);
 	json_activity(f, s->activity);
 	fprintf(f,
@@ -1246,7 +1232,7 @@ static void json_stream(FILE *f, const struct top_stream *s)
 	else
 		fprintf(f, ",\"retained_age_ns\":%" PRId64, i->retained_age_ns);
 	fprintf(f, ",\"end_code\":%d,\"end_message\":", i->end_code);
-	json_str(f, i->end_message);
+	tool_json_str(f, i->end_message);
 	fprintf(f, ",\"sampled_ns\":%" PRId64 ",\"subscribers\":[",
 		i->sampled_ns);
 	for (int k = 0; k < shown_subs(s); k++) {
@@ -1264,11 +1250,11 @@ static void print_json(FILE *f, const struct top_set *t,
 	clock_gettime(CLOCK_REALTIME, &wall);
 	fprintf(f, "{\"time\":%lld.%03ld,\"dir\":", (long long)wall.tv_sec,
 		wall.tv_nsec / 1000000);
-	json_str(f, t->dir);
+	tool_json_str(f, t->dir);
 	fprintf(f, ",\"interval_s\":%.3f,\"sort\":\"%s\",\"error\":",
 		o->delay_s, sort_names[o->sort]);
 	if (t->list_err)
-		json_str(f, crs_strerror(t->list_err));
+		tool_json_str(f, crs_strerror(t->list_err));
 	else
 		fputs("null", f);
 	fputs(",\"streams\":[", f);

@@ -42,6 +42,12 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 #define CRS_ERRMSG_MAX 128
 /* Most uids crs_pub_opts.allow_uids can list. */
 #define CRS_ALLOW_UIDS_MAX 8
+/* Ring sizes crs_pub_opts.ring_bytes may take: a power of two from
+ * CRS_RING_MIN to CRS_RING_MAX bytes. */
+#define CRS_RING_MIN 4096ULL
+#define CRS_RING_MAX (1ULL << 30)
+/* Most subscribers one stream can hold (crs_pub_opts.max_subscribers). */
+#define CRS_SUBSCRIBERS_MAX 64
 
 /* Library error codes beyond errno (returned negated, like errno values). */
 enum {
@@ -88,10 +94,12 @@ enum crs_disconnect {
 
 struct crs_pub_opts {
 	uint32_t mode;		  /* enum crs_mode; default CRS_MODE_PUBLISH */
-	uint64_t ring_bytes;	  /* power of two, 4 KiB..1 GiB; default 1 MiB */
+	uint64_t ring_bytes;	  /* power of two, CRS_RING_MIN..CRS_RING_MAX
+				     (4 KiB..1 GiB); default 1 MiB;
+				     allocated in full at creation */
 	uint32_t max_message;	  /* largest message; 0 (default): ring/4,
 				     which is also the cap */
-	uint32_t max_subscribers; /* 1..64; default 64 */
+	uint32_t max_subscribers; /* 1..CRS_SUBSCRIBERS_MAX (64); default 64 */
 	/* Who may subscribe. Always our own uid; besides: anyone
 	 * (allow_uid_any = 1), members of group allow_gid (allow_group = 1;
 	 * the peer's primary gid as the kernel reports it), and the first
@@ -310,7 +318,7 @@ int crs_pub_commit(crs_pub *pub, size_t len);
  * of a batch then appear at once, with one release store and one look
  * for sleeping subscribers, so readers do not chase the writer frame by
  * frame. Claims go on meanwhile; a claim refused for demand or room,
- * crs_pub_commit, crs_pub_offer, crs_pub_poll, the waits, a loop round
+ * crs_pub_commit, crs_pub_offer, crs_pub_serve, the waits, a loop round
  * and the end of the epoch (complete, error, disconnect, close) flush
  * first. Deferred messages count as published for demand and sequence
  * numbers; a publisher that dies before flushing never delivers them.
@@ -331,13 +339,17 @@ void crs_pub_abort(crs_pub *pub);
  * subscribers), ERROR ends the stream with ENOBUFS and returns the
  * claim's error, DROP discards the message, LATEST keeps it as the one
  * message to send once possible (replacing, and dropping, an older one;
- * it goes out at the next offer, poll, wait or loop round; if the epoch
+ * it goes out at the next offer, serve, wait or loop round; if the epoch
  * ends first, it is dropped and counted). Returns 0 (published, or
  * handled by DROP/LATEST) or the claim's errors. */
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len);
 
 /* How many messages may be published now (demand), CRS_UNBOUNDED if
- * unbounded; 0 with no subscriber. Ring room is not counted. */
+ * unbounded; 0 with no subscriber. Ring room is not counted. A getter:
+ * it reads the admitted subscribers' demand words (and, as a claim
+ * would, drops one that cancelled or broke the protocol) but does no
+ * control work, so a subscriber still connecting does not count until
+ * crs_pub_serve(), a claim, a wait or a loop round admits it. */
 uint64_t crs_pub_demand(crs_pub *pub);
 
 /* Wait until a claim of len bytes would succeed, serving subscribers
@@ -352,17 +364,18 @@ uint64_t crs_pub_demand(crs_pub *pub);
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms);
 
 /* Serve subscribers without blocking: accept and admit new ones, notice
- * those that left. Claim and commit do this by themselves about once a
+ * those that left (the publisher's control work; it returns no message,
+ * unlike crs_sub_poll). Claim and commit do this by themselves about once a
  * millisecond while you publish; a publisher that publishes rarely and
  * sleeps elsewhere should poll crs_pub_fd() (or use a crs_loop), or
  * newcomers wait for its next message. Returns the number of active
  * subscribers or -errno. A child forked after crs_pub_create() inherits
  * the stream's sockets: close it or exec, or it keeps them half alive. */
-int crs_pub_poll(crs_pub *pub);
+int crs_pub_serve(crs_pub *pub);
 
 /* A file descriptor that polls readable (POLLIN) while control work is
  * waiting: a subscriber connecting, speaking or leaving. Put it in your
- * own poll/epoll loop and call crs_pub_poll() when it fires, so that new
+ * own poll/epoll loop and call crs_pub_serve() when it fires, so that new
  * subscribers are admitted promptly while you wait for something else.
  * Owned by the publisher: do not close it. */
 int crs_pub_fd(const crs_pub *pub);
@@ -518,9 +531,9 @@ typedef void (*crs_pub_ready_fn)(void *ctx, crs_pub *pub);
 typedef void (*crs_fd_ready_fn)(void *ctx, int fd, short revents);
 
 /* Returns 0 or -ENOMEM. */
-int crs_loop_new(crs_loop **out);
+int crs_loop_create(crs_loop **out);
 /* Frees the loop; registered handles stay open and are the caller's. */
-void crs_loop_free(crs_loop *loop);
+void crs_loop_close(crs_loop *loop);
 /* "io_uring", "poll" or "futex". */
 const char *crs_loop_engine(const crs_loop *loop);
 

@@ -104,7 +104,7 @@ static int loop_init(py_loop *self, PyObject *args, PyObject *kw)
 	self->members = PySet_New(NULL);
 	if (!self->members)
 		return -1;
-	int r = crs_loop_new(&self->loop);
+	int r = crs_loop_create(&self->loop);
 	if (r < 0) {
 		py_raise(r);
 		return -1;
@@ -138,7 +138,7 @@ static PyObject *loop_close(py_loop *self, PyObject *unused)
 	if (!self->loop)
 		Py_RETURN_NONE;
 	forget_all(self);
-	crs_loop_free(self->loop);
+	crs_loop_close(self->loop);
 	self->loop = NULL;
 	Py_RETURN_NONE;
 }

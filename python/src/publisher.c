@@ -524,12 +524,12 @@ static PyObject *pub_disconnect(py_pub *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
-static PyObject *pub_poll(py_pub *self, PyObject *unused)
+static PyObject *pub_serve(py_pub *self, PyObject *unused)
 {
 	(void)unused;
 	if (py_pub_check(self) < 0)
 		return NULL;
-	int r = crs_pub_poll(self->pub);
+	int r = crs_pub_serve(self->pub);
 	return r < 0 ? py_raise(r) : PyLong_FromLong(r);
 }
 
@@ -643,8 +643,8 @@ static PyMethodDef pub_methods[] = {
 	{"disconnect", (PyCFunction)pub_disconnect, METH_O,
 	 "disconnect(epoch) -> None\n\nEnd that epoch with the "
 	 "on_disconnect strategy; a stale epoch is ignored."},
-	{"poll", (PyCFunction)pub_poll, METH_NOARGS,
-	 "poll() -> int\n\nServe subscribers without blocking; returns "
+	{"serve", (PyCFunction)pub_serve, METH_NOARGS,
+	 "serve() -> int\n\nServe subscribers without blocking; returns "
 	 "how many are active."},
 	{"fileno", (PyCFunction)pub_fileno, METH_NOARGS,
 	 "fileno() -> int\n\nA descriptor readable while subscribers "
@@ -665,7 +665,8 @@ static PyGetSetDef pub_getset[] = {
 	{"dropped", (getter)pub_get_dropped, NULL,
 	 "Messages dropped by the 'drop' and 'latest' strategies.", NULL},
 	{"demand", (getter)pub_get_demand, NULL,
-	 "Messages that may be published now (crs.UNBOUNDED if unbounded).",
+	 "Messages that may be published now (crs.UNBOUNDED if unbounded), "
+	 "among the subscribers admitted so far (see serve()).",
 	 NULL},
 	{"subscribers", (getter)pub_get_subscribers, NULL,
 	 "Active subscribers, as of the last serve.", NULL},

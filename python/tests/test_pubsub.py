@@ -127,3 +127,12 @@ def test_claim_buffer_is_dead_after_commit(local_pair):
         c.commit()
     with pytest.raises(ValueError):
         c[0] = 1
+
+
+def test_serve_counts_subscribers(local_pair):
+    # serve() is the publisher's control work (poll() was its old name,
+    # which read like Subscriber.poll); it returns the active subscribers.
+    pub, sub = local_pair("serve")
+    assert not hasattr(pub, "poll")
+    assert pub.serve() == 1
+    assert pub.serve() == pub.subscribers == 1

@@ -112,7 +112,7 @@ static void serve_until(crs_pub *pub, int chan, uint64_t tag)
 {
 	uint64_t t = 0, v;
 	for (;;) {
-		crs_pub_poll(pub);
+		crs_pub_serve(pub);
 		int r = tu_recv(chan, &t, &v, 10);
 		if (r == -EPIPE || (r == 0 && t == tag))
 			return;
