@@ -25,9 +25,9 @@
 #include "atomics.h"
 #include "crs/crs.h"
 #include "frame.h"
-#include "ring.h"
 #include "layout.h"
 #include "park.h"
+#include "ring.h"
 
 #define PUB_SERVE_EVERY 16 /* commits between clock checks */
 

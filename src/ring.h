@@ -1,10 +1,11 @@
 /*
  * ring.h - the ring of frames: writing, finding, checking and walking
  * frames (their bits are frame.h's). The publisher writes with it
- * (pub.c: claim, commit, flush), subscribers read with it (sub.c: poll,
- * take, release), retention walks the publisher's own frames with it
- * (retain.c), and the ring fuzzer (tests/fuzz/fuzz_ring.c) drives it
- * directly. Everything is static inline: it is the data path.
+ * (pubring.h, pubring.c: claim, commit, padding, flush), subscribers
+ * read with it (sub.c: poll, take, release), retention walks the
+ * publisher's own frames with it (retain.c), and the ring fuzzer
+ * (tests/fuzz/fuzz_ring.c) drives it directly. Everything is static
+ * inline: it is the data path.
  *
  * Overview. The ring is `size` bytes (a power of two, mask = size - 1)
  * of an endless stream addressed by 64-bit positions; a position lives

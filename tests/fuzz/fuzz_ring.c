@@ -11,7 +11,7 @@
  *    what the full check refuses, nor with another length; padding ends
  *    at the ring's end; and the walk ends within one step per slot.
  * 2. An honest writer over that junk. The input is also a list of
- *    message lengths, written as pub.c writes them (room up to the
+ *    message lengths, written as pubring.h writes them (room up to the
  *    reader's position plus a ring, ring_pad_needed and ring_pad at the
  *    wrap, ring_commit) with a reader draining behind it now and then.
  *    The reader gets every message, in order, with its bytes, and stops
