@@ -15,12 +15,14 @@
 #include "attach.h"
 #include "credit.h"
 #include "errmsg.h"
+#include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/memfd.h"
 #include "ipc/proc.h"
 #include "ipc/rundir.h"
 #include "layout.h"
 #include "name.h"
+#include "ring.h"
 #include "terminal.h"
 
 struct crs_inspector {
@@ -62,7 +64,63 @@ static uint64_t sat_sub(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
-static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
+/* Frames past the mirrored position we look at, at most: the publisher
+ * mirrors every 16 commits, so more than that only arrive while we walk. */
+#define WALK_MAX 64
+
+/* Ring position, messages and bytes published. The publisher mirrors
+ * them every few commits (pubring_mirror), so they may trail its last
+ * commits, and a publisher that then stops (or sleeps elsewhere) would
+ * show stale figures for ever: read the mirror as one (its seqlock;
+ * bounded, since a hostile count must not make us spin), then count what
+ * lies committed in the ring past it. The walk trusts nothing: it stops
+ * at the first header that is not a committed frame of this lap. */
+static void read_figures(const crs_inspector *in, uint64_t *pos,
+			 uint64_t *published, uint64_t *bytes)
+{
+	const struct crs_pub_stats *st = &in->at.hdr->stats;
+	for (int tries = 0; tries < 64; tries++) {
+		/* Pairs with the release store of the even count in
+		 * pubring_mirror(): the figures read are at least that new. */
+		uint64_t s1 = crs_load_acquire(&st->mirror_seq);
+		*pos = crs_load_relaxed(&st->position);
+		*published = crs_load_relaxed(&st->published);
+		*bytes = crs_load_relaxed(&st->bytes);
+		/* Orders the loads above before the re-read of the count;
+		 * pairs with the release fence after the odd count. */
+		crs_fence_acquire();
+		if (!(s1 & 1) && s1 == crs_load_relaxed(&st->mirror_seq))
+			break;
+		crs_cpu_relax();
+	}
+	const struct ring_view v = {
+		.base = (const uint8_t *)in->at.hdr + CRS_RING_OFFSET,
+		.size = in->at.seg.ring_size, /* checked: a power of two */
+		.mask = in->at.seg.ring_size - 1,
+		.max_message = in->at.seg.max_message,
+	};
+	uint64_t p = *pos;
+	if (!crs_frame_aligned(p))
+		return;
+	for (int i = 0; i < WALK_MAX && p - *pos < v.size; i++) {
+		uint64_t len;
+		/* ring_load: a frame seen committed has its length written. */
+		enum ring_frame k = ring_frame_at(&v, p, &len);
+		if (k == RING_MESSAGE) {
+			++*published;
+			*bytes += len;
+			p += crs_frame_size(len);
+		} else if (k == RING_PADDING) {
+			p += len;
+		} else {
+			break;
+		}
+	}
+	*pos = p;
+}
+
+static void read_stream(const crs_inspector *in, struct crs_stream_info *f,
+			uint64_t *position)
 {
 	const struct crs_data_header *h = in->at.hdr;
 	const struct crs_pub_stats *st = &h->stats;
@@ -74,8 +132,7 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->max_message = in->at.seg.max_message;
 	f->stream_id = in->at.seg.stream_id;
 	f->subscribers = crs_load_relaxed(&st->subscribers);
-	f->published = crs_load_relaxed(&st->published);
-	f->bytes = crs_load_relaxed(&st->bytes);
+	read_figures(in, position, &f->published, &f->bytes);
 	f->dropped = crs_load_relaxed(&st->dropped);
 	f->wakes = crs_load_relaxed(&st->wakes);
 	f->no_demand = crs_load_relaxed(&st->no_demand);
@@ -126,9 +183,9 @@ static void mark_holding_back(const struct crs_stream_info *f,
 int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		     struct crs_sub_info *subs, int max)
 {
-	read_stream(in, info);
+	uint64_t position;
+	read_stream(in, info, &position);
 	const struct crs_data_header *h = in->at.hdr;
-	uint64_t position = crs_load_relaxed(&h->stats.position);
 	uint64_t min_consumed = position;
 	uint32_t nslots = in->at.seg.max_subscribers;
 	int n = 0;

@@ -2,8 +2,9 @@
  * ring.h - the ring of frames: writing, finding, checking and walking
  * frames (their bits are frame.h's). The publisher writes with it
  * (pubring.h, pubring.c: claim, commit, padding, flush), subscribers
- * read with it (sub.c: poll, take, release), retention walks the
- * publisher's own frames with it (retain.c), and the ring fuzzer
+ * read with it (sub.c: poll, take, release), inspectors count the
+ * frames not yet in the figures with it (inspect.c), retention walks
+ * the publisher's own frames with it (retain.c), and the ring fuzzer
  * (tests/fuzz/fuzz_ring.c) drives it directly. Everything is static
  * inline: it is the data path.
  *
