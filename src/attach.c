@@ -169,7 +169,7 @@ static int map_segments(struct attach *a)
 	if (w->data_size < CRS_RING_OFFSET + CRS_RING_MIN ||
 	    w->data_size > CRS_RING_OFFSET + CRS_RING_MAX ||
 	    w->ctl_size != (a->ctl_fd >= 0 ? CRS_CTL_SIZE : 0) ||
-	    (w->start_pos & (CRS_FRAME_ALIGN - 1)))
+	    !crs_frame_aligned(w->start_pos))
 		return -CRS_EPROTO;
 	a->data_size = w->data_size;
 	int err = ipc_memfd_check(a->data_fd, a->data_size, 1);

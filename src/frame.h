@@ -1,16 +1,18 @@
 /*
- * frame.h - frames in the ring and their validation.
+ * frame.h - the wire format of a frame in the ring (what the bits of a
+ * header word mean). How frames are written, found, checked and walked
+ * in the ring is ring.h's.
  *
  * A frame is an 8-byte header word followed by the payload, padded to 8
- * bytes. The header word is the commit flag: the publisher stores it last
- * (release) as tag(pos) << 32 | len, after zeroing the header slot of the
- * next frame. A reader at position pos therefore sees either a word whose
- * tag matches pos (committed) or anything else (not yet). A frame that
- * does not fit before the ring's end is preceded by a padding frame
- * (PAD flag) that fills the rest of the ring.
- *
- * crs_frame_check() is the one place where a header read from shared
- * memory is trusted or refused.
+ * bytes. The header word is tag << CRS_FRAME_TAG_SHIFT | len_flags:
+ * - tag: CRS_FRAME_TAG_SET | (pos / 8 & CRS_FRAME_TAG_POS_MASK), where
+ *   pos is the frame's position. Never 0, so a zeroed header never looks
+ *   committed, and it differs between neighbouring frames and between
+ *   laps of the ring (it repeats every 16 GiB of stream: 16 laps of the
+ *   largest ring).
+ * - len_flags: the payload length (CRS_FRAME_LEN_MASK), or, with the
+ *   CRS_FRAME_PAD flag, a padding frame of CRS_FRAME_HEADER + that many
+ *   bytes: it fills the rest of the ring before a frame that does not fit.
  */
 #ifndef CRS_FRAME_H
 #define CRS_FRAME_H
@@ -19,59 +21,59 @@
 
 #define CRS_FRAME_HEADER 8u
 #define CRS_FRAME_ALIGN 8u
-#define CRS_FRAME_PAD 0x80000000u
-#define CRS_FRAME_LEN_MASK 0x7fffffffu
 
+#define CRS_FRAME_TAG_SHIFT 32
+#define CRS_FRAME_TAG_SET 0x80000000u	   /* in every tag */
+#define CRS_FRAME_TAG_POS_MASK 0x7fffffffu /* the bits of pos / 8 kept */
+
+#define CRS_FRAME_PAD 0x80000000u	/* in len_flags: a padding frame */
+#define CRS_FRAME_LEN_MASK 0x7fffffffu	/* in len_flags: the length */
+
+/* Bytes a frame of payload len takes, header and padding to 8 included. */
 static inline uint64_t crs_frame_size(uint64_t len)
 {
 	return (len + CRS_FRAME_HEADER + CRS_FRAME_ALIGN - 1) &
 	       ~(uint64_t)(CRS_FRAME_ALIGN - 1);
 }
 
-/* Never 0, so a zeroed header never looks committed. */
+static inline int crs_frame_aligned(uint64_t pos)
+{
+	return (pos & (CRS_FRAME_ALIGN - 1)) == 0;
+}
+
 static inline uint32_t crs_frame_tag(uint64_t pos)
 {
-	return (uint32_t)((pos >> 3) & 0x7fffffffu) | 0x80000000u;
+	return (uint32_t)((pos / CRS_FRAME_ALIGN) & CRS_FRAME_TAG_POS_MASK) |
+	       CRS_FRAME_TAG_SET;
 }
 
 static inline uint64_t crs_frame_word(uint64_t pos, uint32_t len_flags)
 {
-	return (uint64_t)crs_frame_tag(pos) << 32 | len_flags;
+	return (uint64_t)crs_frame_tag(pos) << CRS_FRAME_TAG_SHIFT | len_flags;
 }
 
-enum crs_frame_kind {
-	CRS_FRAME_CORRUPT = -1,
-	CRS_FRAME_NONE = 0, /* not committed yet */
-	CRS_FRAME_MESSAGE = 1,
-	CRS_FRAME_PADDING = 2,
-};
-
-/* Classify the header word read at position pos. On MESSAGE, *len is the
- * payload length; on PADDING, the whole padding frame's size. A frame is
- * refused if it is not 8-aligned, runs past the ring's end, exceeds
- * max_message, or pads anywhere but up to the end. */
-static inline enum crs_frame_kind crs_frame_check(uint64_t word, uint64_t pos,
-						  uint64_t ring_size,
-						  uint32_t max_message,
-						  uint64_t *len)
+static inline uint32_t crs_frame_word_tag(uint64_t word)
 {
-	if ((uint32_t)(word >> 32) != crs_frame_tag(pos))
-		return CRS_FRAME_NONE;
-	uint64_t off = pos & (ring_size - 1);
-	uint32_t lf = (uint32_t)word;
-	uint64_t n = lf & CRS_FRAME_LEN_MASK;
-	if (pos & (CRS_FRAME_ALIGN - 1))
-		return CRS_FRAME_CORRUPT;
-	if (lf & CRS_FRAME_PAD) {
-		if (off + CRS_FRAME_HEADER + n != ring_size)
-			return CRS_FRAME_CORRUPT;
-		*len = CRS_FRAME_HEADER + n;
-		return CRS_FRAME_PADDING;
-	}
-	if (n > max_message || off + crs_frame_size(n) > ring_size)
-		return CRS_FRAME_CORRUPT;
-	*len = n;
-	return CRS_FRAME_MESSAGE;
+	return (uint32_t)(word >> CRS_FRAME_TAG_SHIFT);
+}
+
+static inline uint32_t crs_frame_word_len_flags(uint64_t word)
+{
+	return (uint32_t)word;
+}
+
+/* len_flags of a padding frame that takes bytes (at least the header). */
+static inline uint32_t crs_frame_pad(uint64_t bytes)
+{
+	return CRS_FRAME_PAD | (uint32_t)(bytes - CRS_FRAME_HEADER);
+}
+
+/* Bytes the frame whose header says len_flags takes. */
+static inline uint64_t crs_frame_bytes(uint32_t len_flags)
+{
+	return len_flags & CRS_FRAME_PAD
+		       ? (len_flags & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER
+		       : crs_frame_size(len_flags);
 }
 
 #endif

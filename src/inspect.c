@@ -22,6 +22,7 @@
 #include "ipc/rundir.h"
 #include "layout.h"
 #include "name.h"
+#include "ring.h"
 #include "terminal.h"
 
 struct crs_inspector {
@@ -92,25 +93,24 @@ static void read_figures(const crs_inspector *in, uint64_t *pos,
 			break;
 		crs_cpu_relax();
 	}
-	const uint8_t *ring = (const uint8_t *)in->at.hdr + CRS_RING_OFFSET;
-	uint64_t size = in->at.seg.ring_size; /* checked: a power of two */
-	uint32_t max_message = in->at.seg.max_message;
+	const struct ring_view v = {
+		.base = (const uint8_t *)in->at.hdr + CRS_RING_OFFSET,
+		.size = in->at.seg.ring_size, /* checked: a power of two */
+		.mask = in->at.seg.ring_size - 1,
+		.max_message = in->at.seg.max_message,
+	};
 	uint64_t p = *pos;
-	if (p & (CRS_FRAME_ALIGN - 1))
+	if (!crs_frame_aligned(p))
 		return;
-	for (int i = 0; i < WALK_MAX && p - *pos < size; i++) {
+	for (int i = 0; i < WALK_MAX && p - *pos < v.size; i++) {
 		uint64_t len;
-		/* Pairs with the release store of the header in a commit:
-		 * a frame seen committed has its length written. */
-		uint64_t word = crs_load_acquire(
-			(const _Atomic uint64_t *)(ring + (p & (size - 1))));
-		enum crs_frame_kind k =
-			crs_frame_check(word, p, size, max_message, &len);
-		if (k == CRS_FRAME_MESSAGE) {
+		/* ring_load: a frame seen committed has its length written. */
+		enum ring_frame k = ring_frame_at(&v, p, &len);
+		if (k == RING_MESSAGE) {
 			++*published;
 			*bytes += len;
 			p += crs_frame_size(len);
-		} else if (k == CRS_FRAME_PADDING) {
+		} else if (k == RING_PADDING) {
 			p += len;
 		} else {
 			break;

@@ -342,7 +342,7 @@ claim_slow(struct crs_pub *pub, size_t len, void **buf)
 		}
 	}
 	/* Replay: retained messages this frame will overwrite are gone. */
-	epoch_overwrite(&pub->epoch, r->pos + need + CRS_FRAME_HEADER);
+	epoch_overwrite(&pub->epoch, ring_end(r->pos, need));
 	if (pad)
 		pubring_pad(r, pad);
 	*buf = pubring_take(r, len);

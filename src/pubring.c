@@ -69,9 +69,7 @@ void pubring_set_tick(struct pub_ring *r, int commits)
 
 void pubring_pad(struct pub_ring *r, uint64_t pad)
 {
-	uint32_t len_flags = CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER);
-	pubring_store_header(r, r->pos, r->pos + pad,
-			     crs_frame_word(r->pos, len_flags));
+	ring_pad(r->ring, r->mask, r->pos, pad);
 	r->pos += pad;
 }
 
@@ -157,9 +155,8 @@ int pubring_flush(struct pub_ring *r)
 {
 	if (!r->more)
 		return 0;
-	/* After the headers of every frame behind it: pairs with the
-	 * acquire load of the header in sub_peek() and sub_next_slow(). */
-	crs_store_release(pubring_header(r, r->more_pos), r->more_word);
+	/* After the headers of every frame behind it (ring.h). */
+	ring_publish(r->ring, r->mask, r->more_pos, r->more_word);
 	r->more = 0;
 	uint64_t n = r->more_count;
 	r->more_count = r->more_bytes = 0;

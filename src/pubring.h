@@ -27,6 +27,7 @@
 #include "frame.h"
 #include "layout.h"
 #include "park.h"
+#include "ring.h"
 
 #define PUB_SERVE_EVERY 16 /* commits between clock checks */
 
@@ -111,8 +112,7 @@ static inline uint64_t pubring_need(const struct pub_ring *r, size_t len,
 				    uint64_t *pad)
 {
 	uint64_t frame = crs_frame_size(len);
-	uint64_t off = r->pos & r->mask;
-	*pad = off + frame > r->ring_size ? r->ring_size - off : 0;
+	*pad = ring_pad_needed(r->pos & r->mask, frame, r->ring_size);
 	return *pad + frame;
 }
 
@@ -122,7 +122,7 @@ static inline int pubring_check(const struct pub_ring *r, uint64_t need)
 {
 	if (r->seq >= r->credit_limit)
 		return -CRS_ENODEMAND;
-	if (r->pos + need + CRS_FRAME_HEADER > r->room_limit)
+	if (ring_end(r->pos, need) > r->room_limit)
 		return -CRS_ENOROOM;
 	return 0;
 }
@@ -133,7 +133,7 @@ static inline void *pubring_take(struct pub_ring *r, size_t len)
 	r->claim_pos = r->pos;
 	r->claim_len = len;
 	r->claimed = 1;
-	return r->ring + (r->pos & r->mask) + CRS_FRAME_HEADER;
+	return r->ring + ring_payload_offset(r->mask, r->pos);
 }
 
 /* The claim fast path: 0 with *buf, or 1 if anything is unusual (the
@@ -146,40 +146,20 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 	 * demand and room allow it (control_recompute refreshes them). */
 	if (__builtin_expect(r->claimed || r->hold || len > r->max_message ||
 				     r->seq >= r->credit_limit ||
-				     r->pos + frame + CRS_FRAME_HEADER >
-					     r->room_limit ||
-				     off + frame > r->ring_size,
+				     ring_end(r->pos, frame) > r->room_limit ||
+				     ring_wraps(off, frame, r->ring_size),
 			     0))
 		return 1;
 	r->claim_pos = r->pos;
 	r->claim_len = len;
 	r->claimed = 1;
-	*buf = r->ring + off + CRS_FRAME_HEADER;
+	*buf = r->ring + ring_payload_offset(r->mask, r->pos);
 	return 0;
 }
 
 static inline void pubring_abort(struct pub_ring *r)
 {
 	r->claimed = 0;
-}
-
-static inline _Atomic uint64_t *pubring_header(const struct pub_ring *r,
-					       uint64_t pos)
-{
-	return (_Atomic uint64_t *)(r->ring + (pos & r->mask));
-}
-
-/* Zero the header slot at next, then publish the header word at pos:
- * the commit of one frame. */
-static inline void pubring_store_header(const struct pub_ring *r, uint64_t pos,
-					uint64_t next, uint64_t word)
-{
-	/* Zero the next header slot first, then publish this one: pairs
-	 * with the acquire load of the header in sub_peek() and
-	 * sub_next_slow(). A reader goes by headers alone, so this
-	 * release store is the whole commit. */
-	crs_store_relaxed(pubring_header(r, next), 0);
-	crs_store_release(pubring_header(r, pos), word);
 }
 
 /* After a commit: wake subscribers parked on the current signal. */
@@ -234,10 +214,10 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 		r->more = 1;
 		r->more_pos = pos;
 		r->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(pubring_header(r, next), 0);
+		ring_clear(r->ring, r->mask, next);
 	} else {
-		pubring_store_header(r, pos, next,
-				     crs_frame_word(pos, (uint32_t)len));
+		ring_commit(r->ring, r->mask, pos, next,
+			    crs_frame_word(pos, (uint32_t)len));
 	}
 	r->pos = next;
 	r->claimed = 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "frame.h"
+#include "ring.h"
 
 #define MARKS_MAX (1u << 20)
 
@@ -90,16 +91,14 @@ static int advance(struct retain *r, const uint8_t *ring, uint64_t ring_size,
 {
 	if (r->tail_pos >= pos)
 		return 0;
-	uint64_t word = *(const uint64_t *)(ring +
-					    (r->tail_pos & (ring_size - 1)));
-	uint32_t lf = (uint32_t)word;
-	if (lf & CRS_FRAME_PAD) {
-		r->tail_pos += (lf & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER;
-		return 1;
+	const struct ring_view v = { .base = ring,
+				     .size = ring_size,
+				     .mask = ring_size - 1 };
+	uint64_t len;
+	if (ring_next(&v, &r->tail_pos, &len)) {
+		r->tail_seq++;
+		r->tail_bytes += len;
 	}
-	r->tail_pos += crs_frame_size(lf);
-	r->tail_seq++;
-	r->tail_bytes += lf;
 	return 1;
 }
 

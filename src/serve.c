@@ -636,7 +636,7 @@ void control_recompute(struct pub_control *c)
 		uint64_t req = crs_load_acquire(&ctl->requested);
 		uint64_t cons = crs_load_acquire(&ctl->consumed);
 		if (req < s->requested || cons < s->consumed || cons > pos ||
-		    (cons & (CRS_FRAME_ALIGN - 1))) {
+		    !crs_frame_aligned(cons)) {
 			control_drop(c, i, CRS_EPROTO);
 			continue;
 		}

@@ -4,7 +4,7 @@
  * terminal signals and blocking waits.
  *
  * Everything read from the data segment is untrusted: frames go through
- * crs_frame_check(), the terminal record and the layout header are
+ * ring.h's checks, the terminal record and the layout header are
  * checked before use, and a bad value ends this subscription with
  * CRS_EPROTO instead of an out-of-bounds read.
  *
@@ -22,7 +22,6 @@
 #include "atomics.h"
 #include "attach.h"
 #include "credit.h"
-#include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/futex.h"
 #include "ipc/sock.h"
@@ -136,37 +135,24 @@ static void sub_note_stop(struct crs_sub *sub)
 	}
 }
 
-static inline const _Atomic uint64_t *sub_header(const struct crs_sub *sub,
-						 uint64_t pos)
-{
-	return (const _Atomic uint64_t *)(sub->ring + (pos & sub->mask));
-}
-
 /* Is a frame committed at pos? (The tag check alone decides: a word
  * that a dying publisher left half-written never matches.) */
 static int frame_committed(const struct crs_sub *sub)
 {
 	uint64_t len;
-	/* Pairs with the release store in put_header(). */
-	return crs_frame_check(crs_load_acquire(sub_header(sub, sub->pos)),
-			       sub->pos, sub->ring_size, sub->max_message,
-			       &len) != CRS_FRAME_NONE;
+	return ring_frame_at(&sub->ring, sub->pos, &len) != RING_NONE;
 }
 
 /* The hot test of the frame at pos: 1 with its length if it is a
  * committed message that lies inside the ring and within max_message,
  * and no terminal record of ours is out; 0 for anything else (nothing
  * yet, padding, a record to look at, a corrupt header), which
- * sub_next_slow() sorts out with crs_frame_check(). A reader goes by
- * headers alone: the publisher zeroes a header slot before it publishes
- * the frame in front of it, so a slot we reach holds 0 or its frame. */
+ * sub_next_slow() sorts out with ring_check(). */
 static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 			   uint64_t *len)
 {
-	/* Pairs with the release store in put_header() (crs_pub_flush()
-	 * for the first frame of a batch). */
-	uint64_t word = crs_load_acquire(sub_header(sub, pos));
-	if ((uint32_t)(word >> 32) != crs_frame_tag(pos))
+	uint64_t word = ring_load(&sub->ring, pos);
+	if (!ring_committed(word, pos))
 		return 0;
 	/* After that acquire: a terminal record the publisher wrote before
 	 * this frame (an epoch ended here, the next one's frames follow;
@@ -176,16 +162,9 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 				     CRS_TERM_NONE,
 			     0))
 		return 0;
-	/* A PAD flag makes it exceed max_message (at most ring/4). The
-	 * frame fits before the ring's end: offset and ring size are
-	 * multiples of 8, so the padding to 8 needs no test. */
-	uint32_t n = (uint32_t)word;
-	if (__builtin_expect(n > sub->max_message ||
-				     (pos & sub->mask) + n + CRS_FRAME_HEADER >
-					     sub->ring_size,
-			     0))
+	if (__builtin_expect(!ring_is_message(&sub->ring, word, pos), 0))
 		return 0;
-	*len = n;
+	*len = crs_frame_word_len_flags(word);
 	return 1;
 }
 
@@ -195,10 +174,7 @@ static void skip_padding(struct crs_sub *sub)
 {
 	while (sub->pos < sub->stop_pos) {
 		uint64_t len;
-		/* Pairs with the release store in put_header(). */
-		if (crs_frame_check(crs_load_acquire(sub_header(sub, sub->pos)),
-				    sub->pos, sub->ring_size, sub->max_message,
-				    &len) != CRS_FRAME_PADDING)
+		if (ring_frame_at(&sub->ring, sub->pos, &len) != RING_PADDING)
 			return;
 		sub_note_stop(sub); /* after the acquire: see there */
 		if (sub->pos >= sub->stop_pos)
@@ -275,8 +251,7 @@ static void sub_stop_opening(struct crs_sub *sub);
 static inline int sub_quiet(struct crs_sub *sub)
 {
 	return !sub->cold && sub->received < sub->requested &&
-	       (uint32_t)(crs_load_relaxed(sub_header(sub, sub->pos)) >> 32) !=
-		       crs_frame_tag(sub->pos) &&
+	       !ring_committed(ring_peek(&sub->ring, sub->pos), sub->pos) &&
 	       sub->pos == sub->published_pos &&
 	       crs_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE &&
 	       !sub->pub_dead && sub->quiet_polls && --sub->quiet_polls;
@@ -298,12 +273,8 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 	for (;;) {
 		if (sub->pos >= sub->stop_pos)
 			return sub_idle(sub);
-		/* Pairs with the release store in put_header(). */
-		uint64_t word = crs_load_acquire(sub_header(sub, sub->pos));
-		enum crs_frame_kind k = crs_frame_check(word, sub->pos,
-							sub->ring_size,
-							sub->max_message, len);
-		if (k == CRS_FRAME_NONE)
+		enum ring_frame k = ring_frame_at(&sub->ring, sub->pos, len);
+		if (k == RING_NONE)
 			return sub_idle(sub);
 		/* After the acquire, so that a record written before the
 		 * next epoch's frames is seen with them: never read past
@@ -312,9 +283,9 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 		if (sub->pos >= sub->stop_pos)
 			return sub_idle(sub);
 		switch (k) {
-		case CRS_FRAME_MESSAGE:
+		case RING_MESSAGE:
 			return 1;
-		case CRS_FRAME_PADDING:
+		case RING_PADDING:
 			sub->pos += *len;
 			continue;
 		default:
@@ -343,7 +314,7 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 			    uint64_t len, uint64_t seq, uint64_t id,
 			    struct crs_msg *msg)
 {
-	msg->data = sub->ring + (pos & sub->mask) + CRS_FRAME_HEADER;
+	msg->data = ring_payload(&sub->ring, pos);
 	msg->len = len;
 	msg->seq = seq;
 	msg->stream_id = id;
@@ -770,10 +741,12 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	const struct crs_seg_header *h = &sub->at.seg; /* the checked copy */
 	sub->hdr = sub->at.hdr;
 	sub->ctl = sub->at.ctl;
-	sub->ring = (const uint8_t *)sub->hdr + CRS_RING_OFFSET;
-	sub->ring_size = h->ring_size;
-	sub->mask = h->ring_size - 1;
-	sub->max_message = h->max_message;
+	sub->ring = (struct ring_view){
+		.base = (const uint8_t *)sub->hdr + CRS_RING_OFFSET,
+		.size = h->ring_size,
+		.mask = h->ring_size - 1,
+		.max_message = h->max_message,
+	};
 	sub->pub_fences = (h->flags & CRS_SEG_PUB_FENCES) != 0;
 	sub->pub_fence_ask = (h->flags & CRS_SEG_PUB_FENCE_ASK) != 0;
 	sub->fence_word = 0;
@@ -781,7 +754,7 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	sub->stop_pos = UINT64_MAX;
 	sub->held = 0;
 	sub->seq = sub->at.welcome.start_seq;
-	sub->publish_step = sub->ring_size / 4;
+	sub->publish_step = sub->ring.size / 4;
 	sub->sock = sub->at.sock;
 	sub->pub_dead = 0;
 	sub->since_publish = 0;
@@ -836,7 +809,7 @@ static void sub_follow(struct crs_sub *sub)
 	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;
 	sub->ctl = NULL;
-	sub->ring = NULL;
+	sub->ring.base = NULL;
 	sub->sock = -1;
 	crs_opener_start(&sub->op, sub->name, -1, sub->handshake_ms, 1);
 	sub->opening = 1;

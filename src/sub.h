@@ -13,13 +13,11 @@
 #include "ipc/waitset.h"
 #include "layout.h"
 #include "opener.h"
+#include "ring.h"
 
 struct crs_sub {
 	/* Hot: poll and release. */
-	const uint8_t *ring;
-	uint64_t ring_size;
-	uint64_t mask; /* ring_size - 1 */
-	uint32_t max_message;
+	struct ring_view ring;
 	uint32_t held;	   /* messages handed out by the last poll or take */
 	uint64_t pos;	   /* the first of them, or the next to read */
 	uint64_t held_end; /* where reading goes on once they are released */

@@ -1,6 +1,7 @@
 /*
- * test_frame.c - frames in the ring: crs_frame_check() on committed,
- * padding, corrupt and uncommitted header words, the claim/commit API's
+ * test_frame.c - frames in the ring: ring_check() on committed,
+ * padding, corrupt and uncommitted header words (and the hot
+ * ring_is_message() agreeing with it), the claim/commit API's
  * errors, and the wrap-around: with a 4 KiB ring, every message length
  * from 0 to max_message is claimed at every 8-byte ring offset, so that
  * the wrap (a padding frame, an exact fit, or the next header slot at the
@@ -13,14 +14,30 @@
 #include <errno.h>
 #include <string.h>
 
-#include "src/frame.h"
+#include "src/ring.h"
 
 #define RING 4096u
 
-static enum crs_frame_kind check(uint64_t word, uint64_t pos, uint64_t *len)
+/* ring_check() of word at pos in a ring of size bytes; whatever the hot
+ * ring_is_message() accepts there must be the same message to it. */
+static enum ring_frame check_in(uint64_t word, uint64_t pos, uint64_t size,
+				uint32_t max, uint64_t *len)
 {
+	const struct ring_view v = { .size = size,
+				     .mask = size - 1,
+				     .max_message = max };
 	*len = 12345;
-	return crs_frame_check(word, pos, RING, 1024, len);
+	enum ring_frame k = ring_check(&v, word, pos, len);
+	if (crs_frame_aligned(pos) && ring_is_message(&v, word, pos)) {
+		assert_int_equal(k, RING_MESSAGE);
+		assert_int_equal(*len, crs_frame_word_len_flags(word));
+	}
+	return k;
+}
+
+static enum ring_frame check(uint64_t word, uint64_t pos, uint64_t *len)
+{
+	return check_in(word, pos, RING, 1024, len);
 }
 
 static void test_frame_size_and_tag(void **state)
@@ -57,35 +74,35 @@ static void test_check_message(void **state)
 	for (size_t i = 0; i < sizeof(positions) / sizeof(positions[0]); i++) {
 		uint64_t pos = positions[i];
 		assert_int_equal(check(crs_frame_word(pos, 0), pos, &len),
-				 CRS_FRAME_MESSAGE);
+				 RING_MESSAGE);
 		assert_int_equal(len, 0);
 		assert_int_equal(check(crs_frame_word(pos, 1), pos, &len),
-				 CRS_FRAME_MESSAGE);
+				 RING_MESSAGE);
 		assert_int_equal(len, 1);
 	}
 	/* max_message exactly. */
 	assert_int_equal(check(crs_frame_word(0, 1024), 0, &len),
-			 CRS_FRAME_MESSAGE);
+			 RING_MESSAGE);
 	assert_int_equal(len, 1024);
 	/* A frame that ends exactly at the ring's end. */
 	uint64_t pos = 3 * RING + RING - 16;
 	assert_int_equal(check(crs_frame_word(pos, 8), pos, &len),
-			 CRS_FRAME_MESSAGE);
+			 RING_MESSAGE);
 	assert_int_equal(len, 8);
 	pos = RING - 8;
 	assert_int_equal(check(crs_frame_word(pos, 0), pos, &len),
-			 CRS_FRAME_MESSAGE);
+			 RING_MESSAGE);
 	/* Every length at every offset: accepted iff it fits. */
 	for (uint64_t off = 0; off < RING; off += 8) {
 		for (uint32_t n = 0; n <= 1100; n += 1 + n / 64) {
-			enum crs_frame_kind k =
+			enum ring_frame k =
 				check(crs_frame_word(RING + off, n), RING + off,
 				      &len);
 			if (n <= 1024 && off + crs_frame_size(n) <= RING) {
-				assert_int_equal(k, CRS_FRAME_MESSAGE);
+				assert_int_equal(k, RING_MESSAGE);
 				assert_int_equal(len, n);
 			} else {
-				assert_int_equal(k, CRS_FRAME_CORRUPT);
+				assert_int_equal(k, RING_CORRUPT);
 			}
 		}
 	}
@@ -101,29 +118,29 @@ static void test_check_padding(void **state)
 		uint32_t n = (uint32_t)(RING - off - 8);
 		assert_int_equal(check(crs_frame_word(pos, CRS_FRAME_PAD | n),
 				       pos, &len),
-				 CRS_FRAME_PADDING);
+				 RING_PADDING);
 		assert_int_equal(len, RING - off);
 		/* Any other padding length is corrupt. */
 		assert_int_equal(check(crs_frame_word(pos,
 						      CRS_FRAME_PAD | (n + 8)),
 				       pos, &len),
-				 CRS_FRAME_CORRUPT);
+				 RING_CORRUPT);
 		if (n >= 8)
 			assert_int_equal(
 				check(crs_frame_word(pos,
 						     CRS_FRAME_PAD | (n - 8)),
 				      pos, &len),
-				CRS_FRAME_CORRUPT);
+				RING_CORRUPT);
 		assert_int_equal(check(crs_frame_word(pos,
 						      CRS_FRAME_PAD | (n + 1)),
 				       pos, &len),
-				 CRS_FRAME_CORRUPT);
+				 RING_CORRUPT);
 	}
 	/* Huge padding lengths must not overflow into acceptance. */
 	assert_int_equal(check(crs_frame_word(0, CRS_FRAME_PAD |
 							 CRS_FRAME_LEN_MASK),
 			       0, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 }
 
 static void test_check_uncommitted(void **state)
@@ -132,21 +149,21 @@ static void test_check_uncommitted(void **state)
 	uint64_t len;
 	const uint64_t pos = 3 * RING + 512;
 	/* Zeroed slot. */
-	assert_int_equal(check(0, pos, &len), CRS_FRAME_NONE);
+	assert_int_equal(check(0, pos, &len), RING_NONE);
 	/* A frame of the previous lap at the same offset: stale. */
 	assert_int_equal(check(crs_frame_word(pos - RING, 16), pos, &len),
-			 CRS_FRAME_NONE);
+			 RING_NONE);
 	assert_int_equal(check(crs_frame_word(pos - 2 * RING, 16), pos, &len),
-			 CRS_FRAME_NONE);
+			 RING_NONE);
 	/* A frame written for another position. */
 	assert_int_equal(check(crs_frame_word(pos + 8, 16), pos, &len),
-			 CRS_FRAME_NONE);
+			 RING_NONE);
 	/* Payload bytes: the tag bit pattern is not there. */
 	assert_int_equal(check(0x0000000000000010ULL, pos, &len),
-			 CRS_FRAME_NONE);
+			 RING_NONE);
 	assert_int_equal(check(0x7fffffff00000010ULL, pos, &len),
-			 CRS_FRAME_NONE);
-	assert_int_equal(check(UINT64_MAX, pos, &len), CRS_FRAME_NONE);
+			 RING_NONE);
+	assert_int_equal(check(UINT64_MAX, pos, &len), RING_NONE);
 }
 
 static void test_check_corrupt(void **state)
@@ -155,20 +172,20 @@ static void test_check_corrupt(void **state)
 	uint64_t len;
 	/* Longer than max_message. */
 	assert_int_equal(check(crs_frame_word(0, 1025), 0, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	assert_int_equal(check(crs_frame_word(0, CRS_FRAME_LEN_MASK), 0, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	/* Runs past the ring's end. */
 	assert_int_equal(check(crs_frame_word(RING - 8, 1), RING - 8, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	assert_int_equal(check(crs_frame_word(RING - 512, 600), RING - 512,
 			       &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	/* An unaligned position whose tag matches. */
 	assert_int_equal(check(crs_frame_word(4, 0), 4, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	assert_int_equal(check(crs_frame_word(RING + 3, 16), RING + 3, &len),
-			 CRS_FRAME_CORRUPT);
+			 RING_CORRUPT);
 	/* Large ring, random words with the right tag: never accepted out
 	 * of bounds. */
 	for (uint64_t i = 0; i < 100000; i++) {
@@ -177,16 +194,15 @@ static void test_check_corrupt(void **state)
 		uint64_t pos = (tu_mix(i) & ~7ULL) % (ring * 1000);
 		uint32_t lf = (uint32_t)tu_mix(i ^ 0xabcdef);
 		uint64_t word = crs_frame_word(pos, lf);
-		enum crs_frame_kind k =
-			crs_frame_check(word, pos, ring, max, &len);
+		enum ring_frame k = check_in(word, pos, ring, max, &len);
 		uint64_t off = pos & (ring - 1);
-		if (k == CRS_FRAME_MESSAGE)
+		if (k == RING_MESSAGE)
 			assert_true(len <= max &&
 				    off + crs_frame_size(len) <= ring);
-		else if (k == CRS_FRAME_PADDING)
+		else if (k == RING_PADDING)
 			assert_true(off + len == ring);
 		else
-			assert_int_equal(k, CRS_FRAME_CORRUPT);
+			assert_int_equal(k, RING_CORRUPT);
 	}
 }
 

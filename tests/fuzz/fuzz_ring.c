@@ -1,89 +1,204 @@
 /*
- * fuzz_ring.c - libFuzzer harness for the subscriber's frame
- * validation: the real crs_sub_poll, crs_sub_take and crs_sub_release
- * code runs against a ring, terminal record and layout filled from the
- * fuzzer's bytes (a hostile publisher). It must deliver only views
- * that lie inside the ring and never exceed max_message, or end the
- * subscription; never read out of bounds (AddressSanitizer watches) and
- * never loop forever.
+ * fuzz_ring.c - libFuzzer harness for src/ring.h, the one module that
+ * writes, reads, checks and walks frames. Two runs per input:
+ *
+ * 1. A hostile writer. The input, tiled, is a ring of 4, 8 or 16 KiB,
+ *    a start position and a max_message (and, on request, the tags a
+ *    walk from the start expects, where the input leaves them zero). A
+ *    reader walks it as sub.c does (ring_load, ring_is_message as the
+ *    hot test, ring_check for the rest). Every message it accepts lies
+ *    inside the ring and within max_message; the hot test never accepts
+ *    what the full check refuses, nor with another length; padding ends
+ *    at the ring's end; and the walk ends within one step per slot.
+ * 2. An honest writer over that junk. The input is also a list of
+ *    message lengths, written as pubring.h writes them (room up to the
+ *    reader's position plus a ring, ring_pad_needed and ring_pad at the
+ *    wrap, ring_commit) with a reader draining behind it now and then.
+ *    The reader gets every message, in order, with its bytes, and stops
+ *    exactly where the writer is (the junk never looks committed); the
+ *    writer's own walk (ring_next, as retention does) meets the same
+ *    messages.
+ *
+ * A failed property aborts; AddressSanitizer watches every access.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/sub.h"
+#include "src/ring.h"
 
-#define RING 4096
+#define RING_MAX 16384
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static uint8_t ring[RING_MAX] __attribute__((aligned(64)));
+
+static void hostile(const struct ring_view *v, uint64_t start)
+{
+	uint64_t pos = start, steps = 0;
+	for (;;) {
+		if (++steps > v->size / CRS_FRAME_HEADER + 1)
+			abort(); /* a walk that does not end */
+		uint64_t word = ring_load(v, pos), len = 0;
+		enum ring_frame k = ring_check(v, word, pos, &len);
+		if (ring_is_message(v, word, pos) &&
+		    (k != RING_MESSAGE || len != crs_frame_word_len_flags(word)))
+			abort();
+		if (k == RING_PADDING) {
+			if (((pos + len) & v->mask) != 0)
+				abort();
+			pos += len;
+			continue;
+		}
+		if (k != RING_MESSAGE)
+			return;
+		const uint8_t *p = ring_payload(v, pos);
+		if (len > v->max_message || p < v->base ||
+		    p + len > v->base + v->size)
+			abort();
+		volatile uint8_t sink = 0;
+		for (uint64_t j = 0; j < len; j++)
+			sink ^= p[j];
+		(void)sink;
+		pos += crs_frame_size(len);
+	}
+}
+
+/* Give every slot whose tag half is zero the tag of the position a walk
+ * from start reaches it at, so that the input's len_flags are looked at
+ * (a tag is hard to guess). */
+static void tag_slots(const struct ring_view *v, uint64_t start)
+{
+	uint64_t lap = start & ~v->mask;
+	for (uint64_t off = 0; off < v->size; off += CRS_FRAME_HEADER) {
+		uint64_t pos = lap + off + (off < (start & v->mask) ? v->size : 0);
+		uint64_t word;
+		memcpy(&word, ring + off, sizeof(word));
+		if (crs_frame_word_tag(word) == 0)
+			word = crs_frame_word(pos, crs_frame_word_len_flags(word));
+		memcpy(ring + off, &word, sizeof(word));
+	}
+}
+
+struct honest {
+	const struct ring_view *v;
+	uint64_t wpos, wseq; /* the writer */
+	uint64_t rpos, rseq; /* the reader */
+	uint64_t tpos, tseq; /* the writer's own walk behind the reader */
+	uint32_t lens[RING_MAX / CRS_FRAME_HEADER]; /* by seq, circular */
+};
+
+static uint32_t *len_of(struct honest *h, uint64_t seq)
+{
+	return &h->lens[seq % (h->v->size / CRS_FRAME_HEADER)];
+}
+
+/* The reader takes everything committed; the writer's walk follows. */
+static void drain(struct honest *h)
+{
+	const struct ring_view *v = h->v;
+	for (;;) {
+		uint64_t word = ring_load(v, h->rpos), len = 0;
+		enum ring_frame k = ring_check(v, word, h->rpos, &len);
+		if (k == RING_NONE)
+			break;
+		if (k == RING_PADDING) {
+			h->rpos += len;
+			if (h->rpos & v->mask)
+				abort();
+			continue;
+		}
+		if (k != RING_MESSAGE || h->rseq >= h->wseq ||
+		    !ring_is_message(v, word, h->rpos) ||
+		    len != *len_of(h, h->rseq))
+			abort();
+		const uint8_t *p = ring_payload(v, h->rpos);
+		for (uint64_t j = 0; j < len; j++)
+			if (p[j] != (uint8_t)h->rseq)
+				abort();
+		h->rpos += crs_frame_size(len);
+		h->rseq++;
+	}
+	if (h->rpos != h->wpos || h->rseq != h->wseq)
+		abort();
+	while (h->tpos < h->rpos) {
+		uint64_t len;
+		if (ring_next(v, &h->tpos, &len) &&
+		    len != *len_of(h, h->tseq++))
+			abort();
+	}
+	if (h->tpos != h->rpos || h->tseq != h->rseq)
+		abort();
+}
+
+static void write_one(struct honest *h, uint32_t len)
+{
+	const struct ring_view *v = h->v;
+	uint8_t *base = ring;
+	uint64_t frame = crs_frame_size(len);
+	uint64_t pad = ring_pad_needed(h->wpos & v->mask, frame, v->size);
+	if (ring_end(h->wpos, pad + frame) > h->rpos + v->size) {
+		drain(h); /* no room: the reader must catch up first */
+		pad = ring_pad_needed(h->wpos & v->mask, frame, v->size);
+		if (ring_end(h->wpos, pad + frame) > h->rpos + v->size)
+			abort();
+	}
+	if (pad) {
+		ring_pad(base, v->mask, h->wpos, pad);
+		h->wpos += pad;
+	}
+	memset(base + ring_payload_offset(v->mask, h->wpos), (uint8_t)h->wseq,
+	       len);
+	*len_of(h, h->wseq) = len;
+	ring_commit(base, v->mask, h->wpos, h->wpos + frame,
+		    crs_frame_word(h->wpos, len));
+	h->wpos += frame;
+	h->wseq++;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct crs_data_header hdr;
-	static struct crs_ctl ctl;
-	static uint8_t ring[RING] __attribute__((aligned(64)));
-	if (size < 16)
+	static struct honest h;
+	if (size < 12)
 		return 0;
-	memset(&hdr, 0, sizeof(hdr));
-	memset(&ctl, 0, sizeof(ctl));
-	memset(ring, 0, sizeof(ring));
-	/* First bytes: start position and max message; then the terminal
-	 * record; the rest is the ring's content. */
+	/* Start position (8 bytes), max_message (2), ring size (1), flags
+	 * (1: tag_slots); the rest fills the ring and is the honest writer's
+	 * lengths (2 bytes each, the top bit: let the reader drain). */
 	uint64_t start;
 	memcpy(&start, data, 8);
-	start &= ~7ULL;
-	uint32_t max_message = (data[8] | data[9] << 8) % (RING / 4 + 1);
-	/* The publisher's position, as untrusted as the rest. */
-	uint64_t published = start + (uint64_t)(data[10] | data[11] << 8) * 8;
-	if (data[12] & 1)
-		published = start + ((uint64_t)data[13] << 56);
-	size_t off = 16;
-	size_t tl = size - off < sizeof(hdr.terminal) ? size - off
-						       : sizeof(hdr.terminal);
-	memcpy(&ctl.term, data + off, tl);
-	off += tl;
-	memcpy(ring, data + off, size - off < RING ? size - off : RING);
+	start &= ~(uint64_t)(CRS_FRAME_ALIGN - 1);
+	uint64_t rsize = 4096u << (data[10] % 3);
+	struct ring_view v = {
+		.base = ring,
+		.size = rsize,
+		.mask = rsize - 1,
+		.max_message =
+			(uint32_t)((data[8] | data[9] << 8) % (rsize / 4 + 1)),
+	};
+	const uint8_t *rest = data + 12;
+	size_t n = size - 12;
+	memset(ring, 0, sizeof(ring));
+	for (size_t off = 0; n && off < rsize; off += n) /* tiled */
+		memcpy(ring + off, rest, n < rsize - off ? n : rsize - off);
+	if (data[11] & 1)
+		tag_slots(&v, start);
+	hostile(&v, start);
 
-	struct crs_sub sub = { 0 };
-	sub.ring = ring;
-	sub.ring_size = RING;
-	sub.mask = RING - 1;
-	sub.stop_pos = UINT64_MAX;
-	sub.replenish = UINT64_MAX;
-	sub.max_message = max_message;
-	sub.pos = sub.published_pos = start;
-	sub.publish_step = RING / 4;
-	sub.requested = 1000;
-	atomic_store(&hdr.stats.position, published);
-	sub.hdr = &hdr;
-	sub.ctl = &ctl;
-	sub.sock = -1;
-	sub.next_liveness_ns = INT64_MAX;
-
-	/* Byte 14 picks crs_sub_poll or crs_sub_take (batches of up to
-	 * byte 15 + 1 messages, byte 14's high bits bounding the bytes). */
-	int take = data[14] & 1;
-	size_t max = (size_t)data[15] % 16 + 1;
-	size_t max_bytes = (size_t)(data[14] >> 1) * 64;
-	struct crs_msg m[16];
-	for (int i = 0; i < 2 * RING; i++) {
-		int r = take ? crs_sub_take(&sub, m, max, max_bytes)
-			     : crs_sub_poll(&sub, &m[0]);
-		if (r <= 0)
-			break;
-		if ((size_t)r > (take ? max : 1))
-			abort();
-		for (int k = 0; k < r; k++) {
-			const uint8_t *p = m[k].data;
-			if (p < ring || p + m[k].len > ring + RING ||
-			    m[k].len > max_message)
-				abort();
-			volatile uint8_t sink = 0;
-			for (size_t j = 0; j < m[k].len; j++)
-				sink ^= p[j];
-			(void)sink;
-		}
-		crs_sub_release(&sub);
+	/* The honest writer starts where its ring says nothing is
+	 * committed (a fresh ring is zero); the junk stays elsewhere. A
+	 * publisher's positions start at 0: keep them far from 2^64. */
+	start &= (1ULL << 40) - 1;
+	v.max_message = (uint32_t)(rsize / 4);
+	memset(&h, 0, sizeof(h));
+	h.v = &v;
+	h.wpos = h.rpos = h.tpos = start;
+	ring_clear(ring, v.mask, start);
+	for (size_t i = 0; i + 2 <= n; i += 2) {
+		uint32_t x = (uint32_t)(rest[i] | rest[i + 1] << 8);
+		write_one(&h, (x & 0x7fff) % (v.max_message + 1));
+		if (x & 0x8000)
+			drain(&h);
 	}
+	drain(&h);
 	return 0;
 }
