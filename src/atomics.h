@@ -23,6 +23,13 @@
 #pragma GCC diagnostic ignored "-Wtsan"
 #endif
 
+/* Add one to a counter in shared memory that this process alone writes
+ * (one writer per word): a load and a store, no read-modify-write.
+ * Relaxed for figures nobody orders anything behind; _release for a
+ * word whose new value publishes the stores before it. */
+#define shm_inc(p) crs_store_relaxed((p), crs_load_relaxed(p) + 1)
+#define shm_inc_release(p) crs_store_release((p), crs_load_relaxed(p) + 1)
+
 /* Full store-load fence: the Dekker half of the eventcount protocol. */
 #define crs_fence_full() atomic_thread_fence(memory_order_seq_cst)
 /* Acquire fence: orders an earlier relaxed load before later loads. */

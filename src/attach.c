@@ -23,7 +23,7 @@
 #define APPEAR_RETRY_NS 10000000LL
 #define BACKLOG_RETRY_NS 1000000LL
 
-int crs_attach_connect(const char *name, char *dir, size_t dir_size)
+int attach_connect(const char *name, char *dir, size_t dir_size)
 {
 	struct crs_paths paths;
 	int fd = crs_paths_for(name, 0, &paths);
@@ -56,7 +56,7 @@ static int connect_stream(const char *name, int wait_ms, int handshake_ms,
 	int64_t appear = ipc_deadline(wait_ms);
 	int backlog_full = 0;
 	for (;;) {
-		int fd = crs_attach_connect(name, NULL, 0);
+		int fd = attach_connect(name, NULL, 0);
 		if ((fd >= 0 || fd == -EAGAIN) && !backlog_full) {
 			*hs_deadline = ipc_deadline(handshake_ms);
 			backlog_full = fd == -EAGAIN;
@@ -93,10 +93,10 @@ static int connect_stream(const char *name, int wait_ms, int handshake_ms,
 /* Wait for the publisher's answer until deadline: a WELCOME with nfds
  * fds, or a REJECT whose code we return negated (its reason goes to
  * crs_errmsg()). */
-static int await_welcome(struct crs_attach *a, const char *name,
-			 int64_t deadline, int nfds, int fds[2])
+static int await_welcome(struct attach *a, const char *name, int64_t deadline,
+			 int nfds, int fds[2])
 {
-	union crs_hs_msg m;
+	union hs_msg m;
 	char buf[sizeof(m) + 1];
 	int got[IPC_MAX_FDS], ngot;
 	int p;
@@ -127,15 +127,15 @@ static int await_welcome(struct crs_attach *a, const char *name,
 				   "(RLIMIT_NOFILE)", name);
 	if (n < 0)
 		return n;
-	int type = crs_hs_decode(buf, (size_t)n, &m);
-	if (type == CRS_HS_WELCOME && ngot == nfds) {
+	int type = hs_decode(buf, (size_t)n, &m);
+	if (type == HS_WELCOME && ngot == nfds) {
 		a->welcome = m.welcome;
 		memcpy(fds, got, sizeof(int) * (size_t)nfds);
 		return 0;
 	}
 	for (int i = 0; i < ngot; i++)
 		ipc_close(got[i]);
-	if (type == CRS_HS_REJECT)
+	if (type == HS_REJECT)
 		return crs_err_set(-m.reject.code,
 				   "the publisher of '%s' refused: %s", name,
 				   m.reject.reason);
@@ -161,9 +161,9 @@ static int check_layout(const struct crs_seg_header *h, uint64_t data_size)
 	return 0;
 }
 
-static int map_segments(struct crs_attach *a)
+static int map_segments(struct attach *a)
 {
-	const struct crs_hs_welcome *w = &a->welcome;
+	const struct hs_welcome *w = &a->welcome;
 	if (w->layout_version != CRS_LAYOUT_VERSION)
 		return -CRS_EVERSION;
 	if (w->data_size < CRS_RING_OFFSET + CRS_RING_MIN ||
@@ -199,8 +199,7 @@ static int map_segments(struct crs_attach *a)
 	return 0;
 }
 
-int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
-		     const char *name)
+int attach_hello(struct attach *a, int sock, uint32_t role, const char *name)
 {
 	memset(a, 0, sizeof(*a));
 	a->data_fd = a->ctl_fd = -1;
@@ -212,8 +211,8 @@ int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
 		err = crs_err_set(-EACCES, "the socket of stream '%s' is "
 				  "served by uid %u, neither you nor root",
 				  name, (unsigned)peer.uid);
-	struct crs_hs_hello hello;
-	crs_hs_hello_init(&hello, role, name);
+	struct hs_hello hello;
+	hs_hello_init(&hello, role, name);
 	if (!err)
 		err = ipc_sock_send(a->sock, &hello, sizeof(hello), NULL, 0);
 	/* A publisher that refuses us at accept (credentials, no room)
@@ -221,14 +220,14 @@ int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
 	if (err == -EPIPE || err == -ECONNRESET)
 		err = 0;
 	if (err)
-		crs_detach(a);
+		attach_close(a);
 	return err;
 }
 
-int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
-		       int64_t deadline)
+int attach_welcome(struct attach *a, const char *name, uint32_t role,
+		   int64_t deadline)
 {
-	int nfds = role == CRS_ROLE_SUBSCRIBER ? 2 : 1;
+	int nfds = role == HS_ROLE_SUBSCRIBER ? 2 : 1;
 	int fds[2] = { -1, -1 };
 	int err = await_welcome(a, name, deadline, nfds, fds);
 	if (!err) {
@@ -237,12 +236,12 @@ int crs_attach_welcome(struct crs_attach *a, const char *name, uint32_t role,
 		err = map_segments(a);
 	}
 	if (err)
-		crs_detach(a);
+		attach_close(a);
 	return err;
 }
 
-int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
-	       struct crs_attach *a)
+int attach_open(const char *name, uint32_t role, int wait_ms, int handshake_ms,
+		struct attach *a)
 {
 	crs_err_begin();
 	memset(a, 0, sizeof(*a));
@@ -254,13 +253,13 @@ int crs_attach(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	int sock = connect_stream(name, wait_ms, handshake_ms, &hs_deadline);
 	if (sock < 0)
 		return crs_err_code(sock);
-	err = crs_attach_hello(a, sock, role, name);
+	err = attach_hello(a, sock, role, name);
 	if (!err)
-		err = crs_attach_welcome(a, name, role, hs_deadline);
+		err = attach_welcome(a, name, role, hs_deadline);
 	return crs_err_code(err);
 }
 
-void crs_detach(struct crs_attach *a)
+void attach_close(struct attach *a)
 {
 	if (a->hdr)
 		ipc_unmap((void *)a->hdr, a->data_size);

@@ -12,7 +12,7 @@
 #include "ipc/compiler.h"
 #include "layout.h"
 
-struct crs_attach {
+struct attach {
 	int sock;     /* liveness channel (subscribers keep it) */
 	int data_fd;
 	int ctl_fd;   /* -1 for inspectors */
@@ -21,7 +21,7 @@ struct crs_attach {
 	struct crs_seg_header seg;	   /* checked copy of hdr->seg: use
 					      this, the mapping may change */
 	struct crs_ctl *ctl;		   /* NULL for inspectors */
-	struct crs_hs_welcome welcome;
+	struct hs_welcome welcome;
 };
 
 /* Attach to stream `name` in `role`. wait_ms: how long to wait for the
@@ -33,9 +33,9 @@ struct crs_attach {
  * went wrong. Returns 0 or -errno / -CRS_E*: -ENOENT no such stream,
  * -ECONNREFUSED a stale one (publisher died), -ETIMEDOUT, the code of a
  * REJECT, -EMFILE (no descriptors left for the memfds). */
-CRS_MUST_USE int crs_attach(const char *name, uint32_t role, int wait_ms,
-			    int handshake_ms, struct crs_attach *a);
-void crs_detach(struct crs_attach *a);
+CRS_MUST_USE int attach_open(const char *name, uint32_t role, int wait_ms,
+			     int handshake_ms, struct attach *a);
+void attach_close(struct attach *a);
 
 /* The same in steps, for an open that must not block (opener.c). One
  * connection attempt to the stream's socket: a connected non-blocking
@@ -45,11 +45,10 @@ void crs_detach(struct crs_attach *a);
  * sock, also on failure), and once sock is readable the WELCOME (or a
  * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the
  * mappings. On failure nothing is left open; crs_errmsg() says why. */
-CRS_MUST_USE int crs_attach_connect(const char *name, char *dir,
-				    size_t dir_size);
-CRS_MUST_USE int crs_attach_hello(struct crs_attach *a, int sock, uint32_t role,
-				  const char *name);
-CRS_MUST_USE int crs_attach_welcome(struct crs_attach *a, const char *name,
-				    uint32_t role, int64_t deadline);
+CRS_MUST_USE int attach_connect(const char *name, char *dir, size_t dir_size);
+CRS_MUST_USE int attach_hello(struct attach *a, int sock, uint32_t role,
+			      const char *name);
+CRS_MUST_USE int attach_welcome(struct attach *a, const char *name,
+				uint32_t role, int64_t deadline);
 
 #endif

@@ -1,16 +1,18 @@
 /*
  * epoch.c - connectable streams: connect, autoConnect, disconnect with
- * its strategies, terminal signals, and where each new subscriber joins.
+ * its strategies, terminal signals, where each new subscriber joins,
+ * and the replay buffer's retention. The epoch part (epoch.h).
  *
  * A connection epoch runs from crs_pub_connect() to a terminal signal or
- * a disconnect. Each subscriber belongs to one epoch (pub_slot.epoch):
- * the one running when it arrived, or the next one if none runs. When an
- * epoch ends, each of its subscribers gets its own terminal record
- * (ctl->term) at the position where the epoch ended, so a subscriber
- * still reading old messages ends exactly after them while the publisher
- * already serves the next epoch. A finished subscriber keeps pinning the
- * ring space it has not read yet (end_pos), and nothing more; it reads
- * nothing past its record's position, where the next epoch goes on.
+ * a disconnect. Each subscriber belongs to one epoch (its member's
+ * epoch): the one running when it arrived, or the next one if none
+ * runs. When an epoch ends, each of its subscribers gets its own
+ * terminal record (ctl->term) at the position where the epoch ended, so
+ * a subscriber still reading old messages ends exactly after them while
+ * the publisher already serves the next epoch. A finished subscriber
+ * keeps pinning the ring space it has not read yet (end_pos), and
+ * nothing more; it reads nothing past its record's position, where the
+ * next epoch goes on.
  *
  * A NO_EVENT disconnect still writes a record, DETACHED: the subscriber
  * must know where its epoch stopped, or it would read on into the next
@@ -22,201 +24,248 @@
 #include <string.h>
 
 #include "atomics.h"
+#include "epoch.h"
 #include "ipc/clock.h"
-#include "pub.h"
 #include "terminal.h"
 
 #define CLOSED_MESSAGE "publisher closed without completing"
 
-int64_t pub_now(const struct crs_pub *pub)
+int epoch_init(struct pub_epoch *e, struct pub_ring *ring,
+	       const struct crs_pub_opts *o)
 {
-	return pub->clock ? pub->clock(pub->clock_ctx) : ipc_now_ns();
+	memset(e, 0, sizeof(*e));
+	e->ring = ring;
+	e->mode = o->mode;
+	e->on_disconnect = o->on_disconnect;
+	e->auto_connect = o->auto_connect;
+	e->max_subscribers = o->max_subscribers;
+	e->clock = o->clock;
+	e->clock_ctx = o->clock_ctx;
+	int err = retain_init(&e->retain, o->replay_count, o->replay_bytes,
+			      (int64_t)o->replay_age_ms * 1000000,
+			      o->ring_bytes);
+	if (!err)
+		pubring_set_notes(ring, e->retain.marks != NULL);
+	return err;
+}
+
+void epoch_start(struct pub_epoch *e)
+{
+	epoch_auto_connect(e); /* autoConnect(0): connected from the start */
+}
+
+void epoch_free(struct pub_epoch *e)
+{
+	retain_free(&e->retain);
+}
+
+int64_t epoch_now(const struct pub_epoch *e)
+{
+	return e->clock ? e->clock(e->clock_ctx) : ipc_now_ns();
 }
 
 /* Apply the retention bounds as of now (replay mode). */
-static void trim_bounds(struct crs_pub *pub)
+static void trim_bounds(struct pub_epoch *e)
 {
-	crs_retain_trim(&pub->retain, pub->ring, pub->ring_size, pub->pos,
-			pub->seq, pub->bytes, pub_now(pub), 0);
+	const struct pub_ring *r = e->ring;
+	retain_trim(&e->retain, r->ring, r->ring_size, r->pos, r->seq, r->bytes,
+		    epoch_now(e), 0);
 }
 
-void pub_join(struct crs_pub *pub, struct pub_slot *s, struct crs_ctl *ctl)
+struct epoch_join epoch_join(struct pub_epoch *e)
 {
-	int replay = pub->mode == CRS_MODE_REPLAY;
-	uint64_t pos = pub->pos, seq = pub->seq;
-	s->end_pos = UINT64_MAX;
-	s->epoch = pub->epoch;
-	if (replay && pub->state != PUB_IDLE) {
+	int replay = e->mode == CRS_MODE_REPLAY;
+	struct epoch_join j = { .pos = e->ring->pos,
+				.seq = e->ring->seq,
+				.epoch = e->epoch,
+				.end_pos = UINT64_MAX };
+	if (replay && e->state != PUB_IDLE) {
 		/* Late joiner: start at the oldest retained message. */
-		trim_bounds(pub);
-		pos = pub->retain.tail_pos;
-		seq = pub->retain.tail_seq;
+		trim_bounds(e);
+		j.pos = e->retain.tail_pos;
+		j.seq = e->retain.tail_seq;
 	}
-	if (pub->state == PUB_TERMINATED && replay) {
+	if (e->state == PUB_TERMINATED && replay) {
 		/* Replay of a terminated epoch: retained, then its end. */
-		struct crs_terminal_view t;
-		crs_terminal_get(&pub->hdr->terminal, &t);
-		crs_terminal_put(&ctl->term, t.state, t.code, t.pos, t.seq,
-				 t.message);
-		s->end_pos = t.pos;
-	} else if (pub->state != PUB_CONNECTED) {
-		s->epoch = pub->epoch + 1; /* waits for the next connect */
+		terminal_get(&e->ring->hdr->terminal, &j.end);
+		j.end_pos = j.end.pos;
+	} else if (e->state != PUB_CONNECTED) {
+		j.epoch = e->epoch + 1; /* waits for the next connect */
 	}
-	ctl->start_pos = pos;
-	ctl->start_seq = seq;
-	crs_store_relaxed(&ctl->consumed, pos);
-	crs_store_relaxed(&ctl->consumed_seq, seq);
-	s->join_seq = seq;
-	s->consumed = pos;
-	s->consumed_seq = seq;
+	return j;
 }
 
-int64_t crs_pub_connect(crs_pub *pub)
+void epoch_member_add(struct pub_epoch *e, uint32_t slot, struct crs_ctl *ctl,
+		      const struct epoch_join *j)
 {
-	if (pub->state == PUB_CONNECTED)
-		return (int64_t)pub->epoch;
-	pub->epoch++;
-	pub->state = PUB_CONNECTED;
-	pub->auto_connect = CRS_CONNECT_MANUAL; /* autoConnect fires once */
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
-		struct pub_slot *s = &pub->slots[i];
-		if (s->used && s->end_pos == UINT64_MAX) {
+	e->members[slot] = (struct epoch_member){ .ctl = ctl,
+						  .join_seq = j->seq,
+						  .join_pos = j->pos,
+						  .epoch = j->epoch,
+						  .end_pos = j->end_pos };
+}
+
+void epoch_member_drop(struct pub_epoch *e, uint32_t slot)
+{
+	memset(&e->members[slot], 0, sizeof(e->members[slot]));
+}
+
+uint64_t epoch_connect(struct pub_epoch *e)
+{
+	struct pub_ring *r = e->ring;
+	if (e->state == PUB_CONNECTED)
+		return e->epoch;
+	e->epoch++;
+	e->state = PUB_CONNECTED;
+	e->auto_connect = CRS_CONNECT_MANUAL; /* autoConnect fires once */
+	for (uint32_t i = 0; i < e->max_subscribers; i++) {
+		struct epoch_member *m = &e->members[i];
+		if (m->ctl && m->end_pos == UINT64_MAX) {
 			/* Waiting since before: nothing was published since
 			 * it arrived, so it starts exactly here. */
-			s->epoch = pub->epoch;
+			m->epoch = e->epoch;
 		}
 	}
-	crs_retain_reset(&pub->retain, pub->pos, pub->seq, pub->bytes);
-	crs_terminal_put(&pub->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
-	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
-	crs_store_relaxed(&pub->hdr->stats.epoch, pub->epoch);
-	pub->credit_limit = pub->room_limit = 0; /* recompute */
-	return (int64_t)pub->epoch;
+	retain_reset(&e->retain, r->pos, r->seq, r->bytes);
+	terminal_put(&r->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
+	crs_store_relaxed(&r->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
+	crs_store_relaxed(&r->hdr->stats.epoch, e->epoch);
+	pubring_hold(r); /* recompute */
+	pubring_set_open(r, 1);
+	return e->epoch;
 }
 
-int64_t crs_pub_epoch(const crs_pub *pub)
+void epoch_auto_connect(struct pub_epoch *e)
 {
-	return (int64_t)pub->epoch;
-}
-
-void pub_auto_connect(struct crs_pub *pub)
-{
-	if (pub->auto_connect < 0 || pub->state != PUB_IDLE)
+	if (e->auto_connect < 0 || e->state != PUB_IDLE)
 		return;
 	int waiting = 0;
-	for (uint32_t i = 0; i < pub->max_subscribers; i++)
-		waiting += pub->slots[i].used &&
-			   pub->slots[i].end_pos == UINT64_MAX;
-	if (waiting >= pub->auto_connect)
-		crs_pub_connect(pub);
+	for (uint32_t i = 0; i < e->max_subscribers; i++)
+		waiting += e->members[i].ctl &&
+			   e->members[i].end_pos == UINT64_MAX;
+	if (waiting >= e->auto_connect)
+		epoch_connect(e);
 }
 
 /* End the current epoch for its subscribers at the current position,
  * with a terminal record of state (DETACHED: silently). */
-static void end_epoch(struct crs_pub *pub, uint32_t state, int code,
+static void end_epoch(struct pub_epoch *e, uint32_t state, int code,
 		      const char *message)
 {
-	crs_pub_flush(pub); /* deferred frames come before the end */
-	pub->claimed = 0;
-	if (pub->latest_held) { /* LATEST: never sent in this epoch */
-		pub->latest_held = 0;
-		crs_store_relaxed(&pub->hdr->stats.dropped,
-				  crs_load_relaxed(&pub->hdr->stats.dropped) +
-					  1);
-	}
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
-		struct pub_slot *s = &pub->slots[i];
-		if (!s->used || s->epoch != pub->epoch ||
-		    s->end_pos != UINT64_MAX)
+	struct pub_ring *r = e->ring;
+	pubring_flush(r); /* deferred frames come before the end */
+	pubring_set_open(r, 0);
+	for (uint32_t i = 0; i < e->max_subscribers; i++) {
+		struct epoch_member *m = &e->members[i];
+		if (!m->ctl || m->epoch != e->epoch || m->end_pos != UINT64_MAX)
 			continue;
-		crs_terminal_put(&s->ctl->term, state, code, pub->pos,
-				 pub->seq, message);
-		s->end_pos = pub->pos;
+		terminal_put(&m->ctl->term, state, code, r->pos, r->seq,
+			     message);
+		m->end_pos = r->pos;
 	}
-	pub->credit_limit = pub->room_limit = 0; /* recompute */
+	pubring_hold(r); /* recompute */
 	/* No fence needed before the wake: each record's state is a
-	 * release store (crs_terminal_put), pub_wake_all() changes
+	 * release store (terminal_put), pubring_wake_all() changes
 	 * data_signal before waking everyone unconditionally, and a
 	 * subscriber that parked on the old value returns at once
 	 * (park.h). */
-	pub_wake_all(pub);
+	pubring_wake_all(r);
 }
 
-static int pub_terminate(struct crs_pub *pub, uint32_t state, int code,
-			 const char *message)
+int epoch_terminate(struct pub_epoch *e, uint32_t state, int code,
+		    const char *message)
 {
-	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
-	end_epoch(pub, state, code, message);
-	crs_terminal_put(&pub->hdr->terminal, state, code, pub->pos, pub->seq,
-			 message);
-	crs_store_relaxed(&pub->hdr->stats.state,
+	struct crs_data_header *hdr = e->ring->hdr;
+	if (e->state != PUB_CONNECTED)
+		return pub_state_error(e->state);
+	end_epoch(e, state, code, message);
+	terminal_put(&hdr->terminal, state, code, e->ring->pos, e->ring->seq,
+		     message);
+	crs_store_relaxed(&hdr->stats.state,
 			  state == CRS_TERM_COMPLETE
 				  ? (uint32_t)CRS_STATS_COMPLETED
 				  : (uint32_t)CRS_STATS_FAILED);
-	pub->state = PUB_TERMINATED;
+	e->state = PUB_TERMINATED;
 	return 0;
 }
 
-int crs_pub_complete(crs_pub *pub)
+int epoch_disconnect(struct pub_epoch *e, int64_t epoch)
 {
-	return pub_terminate(pub, CRS_TERM_COMPLETE, 0, NULL);
-}
-
-int crs_pub_error(crs_pub *pub, int code, const char *message)
-{
-	if (code <= 0)
-		return -EINVAL;
-	return pub_terminate(pub, CRS_TERM_ERROR, code, message);
-}
-
-int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
-{
-	if (pub->state != PUB_CONNECTED || epoch != (int64_t)pub->epoch)
+	if (e->state != PUB_CONNECTED || epoch != (int64_t)e->epoch)
 		return 0; /* a stale handle changes nothing */
-	switch (pub->on_disconnect) {
+	switch (e->on_disconnect) {
 	case CRS_DISCONNECT_SEND_COMPLETED:
-		end_epoch(pub, CRS_TERM_COMPLETE, 0, NULL);
+		end_epoch(e, CRS_TERM_COMPLETE, 0, NULL);
 		break;
 	case CRS_DISCONNECT_NO_EVENT:
-		end_epoch(pub, CRS_TERM_DETACHED, EPIPE, CLOSED_MESSAGE);
+		end_epoch(e, CRS_TERM_DETACHED, EPIPE, CLOSED_MESSAGE);
 		break;
 	default:
-		end_epoch(pub, CRS_TERM_ERROR, ECANCELED,
-			  "stream disconnected");
+		end_epoch(e, CRS_TERM_ERROR, ECANCELED, "stream disconnected");
 		break;
 	}
-	pub->state = PUB_IDLE;
+	e->state = PUB_IDLE;
 	/* Still here and free to connect again: live, not closed. */
-	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
-	return 0;
+	crs_store_relaxed(&e->ring->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
+	return 1;
 }
 
 /* Closing: whoever has no terminal record yet gets EPIPE where its
- * stream stops (waiting subscribers at once); a DETACHED one gets the
- * EPIPE its record already holds. */
-void pub_close_epochs(struct crs_pub *pub)
+ * stream stops (waiting subscribers at once, where they joined: nothing
+ * was published since); a DETACHED one gets the EPIPE its record
+ * already holds. */
+void epoch_close(struct pub_epoch *e)
 {
-	crs_pub_flush(pub);
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
-		struct pub_slot *s = &pub->slots[i];
-		struct crs_terminal_view t;
-		if (!s->used)
+	struct pub_ring *r = e->ring;
+	pubring_flush(r);
+	for (uint32_t i = 0; i < e->max_subscribers; i++) {
+		struct epoch_member *m = &e->members[i];
+		struct terminal_view t;
+		if (!m->ctl)
 			continue;
-		uint32_t state = crs_terminal_get(&s->ctl->term, &t);
+		uint32_t state = terminal_get(&m->ctl->term, &t);
 		if (state == CRS_TERM_DETACHED)
-			/* Pairs with the acquire in crs_terminal_get(). */
-			crs_store_release(&s->ctl->term.state, CRS_TERM_ERROR);
+			/* Pairs with the acquire in terminal_get(). */
+			crs_store_release(&m->ctl->term.state, CRS_TERM_ERROR);
 		if (state != CRS_TERM_NONE)
 			continue;
-		uint64_t at = s->end_pos != UINT64_MAX ? s->end_pos
-			    : s->epoch == pub->epoch   ? pub->pos
-						       : s->consumed;
-		crs_terminal_put(&s->ctl->term, CRS_TERM_ERROR, EPIPE, at,
-				 pub->seq, CLOSED_MESSAGE);
+		uint64_t at = m->end_pos != UINT64_MAX ? m->end_pos
+			      : m->epoch == e->epoch   ? r->pos
+						       : m->join_pos;
+		terminal_put(&m->ctl->term, CRS_TERM_ERROR, EPIPE, at, r->seq,
+			     CLOSED_MESSAGE);
 	}
-	if (pub->state == PUB_CONNECTED)
-		crs_terminal_put(&pub->hdr->terminal, CRS_TERM_ERROR, EPIPE,
-				 pub->pos, pub->seq, CLOSED_MESSAGE);
-	pub_wake_all(pub); /* no fence needed: see end_epoch() */
+	if (e->state == PUB_CONNECTED)
+		terminal_put(&r->hdr->terminal, CRS_TERM_ERROR, EPIPE, r->pos,
+			     r->seq, CLOSED_MESSAGE);
+	pubring_wake_all(r); /* no fence needed: see end_epoch() */
+}
+
+void epoch_note(struct pub_epoch *e)
+{
+	retain_note(&e->retain, e->ring->seq - 1, epoch_now(e));
+}
+
+void epoch_overwrite(struct pub_epoch *e, uint64_t end)
+{
+	const struct pub_ring *r = e->ring;
+	if (e->mode == CRS_MODE_REPLAY && end > r->ring_size)
+		retain_trim(&e->retain, r->ring, r->ring_size, r->pos, r->seq,
+			    r->bytes, 0, end - r->ring_size);
+}
+
+void epoch_mirror(struct pub_epoch *e)
+{
+	const struct pub_ring *r = e->ring;
+	if (e->mode != CRS_MODE_REPLAY)
+		return;
+	struct crs_pub_stats *ps = &r->hdr->stats;
+	int64_t clock = epoch_now(e);
+	retain_trim(&e->retain, r->ring, r->ring_size, r->pos, r->seq, r->bytes,
+		    clock, 0);
+	crs_store_relaxed(&ps->retained, r->seq - e->retain.tail_seq);
+	crs_store_relaxed(&ps->retained_bytes, r->bytes - e->retain.tail_bytes);
+	crs_store_relaxed(&ps->retained_since_ns,
+			  retain_oldest_time(&e->retain));
+	crs_store_relaxed(&ps->clock_ns, clock);
 }

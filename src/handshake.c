@@ -5,33 +5,33 @@
 
 #include <string.h>
 
-static void head_init(struct crs_hs_head *h, uint16_t type)
+static void head_init(struct hs_head *h, uint16_t type)
 {
-	h->magic = CRS_HS_MAGIC;
-	h->version = CRS_HS_VERSION;
+	h->magic = HS_MAGIC;
+	h->version = HS_VERSION;
 	h->type = type;
 }
 
-void crs_hs_hello_init(struct crs_hs_hello *m, uint32_t role, const char *name)
+void hs_hello_init(struct hs_hello *m, uint32_t role, const char *name)
 {
 	memset(m, 0, sizeof(*m));
-	head_init(&m->head, CRS_HS_HELLO);
+	head_init(&m->head, HS_HELLO);
 	m->role = role;
 	strlcpy(m->name, name, sizeof(m->name));
 }
 
-void crs_hs_reject_init(struct crs_hs_reject *m, int code, const char *reason)
+void hs_reject_init(struct hs_reject *m, int code, const char *reason)
 {
 	memset(m, 0, sizeof(*m));
-	head_init(&m->head, CRS_HS_REJECT);
+	head_init(&m->head, HS_REJECT);
 	m->code = code;
-	strlcpy(m->reason, reason, CRS_HS_REASON_MAX + 1);
+	strlcpy(m->reason, reason, HS_REASON_MAX + 1);
 }
 
-void crs_hs_welcome_init(struct crs_hs_welcome *m)
+void hs_welcome_init(struct hs_welcome *m)
 {
 	memset(m, 0, sizeof(*m));
-	head_init(&m->head, CRS_HS_WELCOME);
+	head_init(&m->head, HS_WELCOME);
 }
 
 static int terminated(const char *s, size_t cap)
@@ -39,25 +39,25 @@ static int terminated(const char *s, size_t cap)
 	return memchr(s, 0, cap) != NULL;
 }
 
-int crs_hs_decode(const void *buf, size_t len, union crs_hs_msg *out)
+int hs_decode(const void *buf, size_t len, union hs_msg *out)
 {
-	struct crs_hs_head head;
+	struct hs_head head;
 	if (len < sizeof(head))
 		return -CRS_EPROTO;
 	memcpy(&head, buf, sizeof(head));
-	if (head.magic != CRS_HS_MAGIC)
+	if (head.magic != HS_MAGIC)
 		return -CRS_EPROTO;
-	if (head.version != CRS_HS_VERSION)
+	if (head.version != HS_VERSION)
 		return -CRS_EVERSION;
 	size_t want;
 	switch (head.type) {
-	case CRS_HS_HELLO:
+	case HS_HELLO:
 		want = sizeof(out->hello);
 		break;
-	case CRS_HS_WELCOME:
+	case HS_WELCOME:
 		want = sizeof(out->welcome);
 		break;
-	case CRS_HS_REJECT:
+	case HS_REJECT:
 		want = sizeof(out->reject);
 		break;
 	default:
@@ -68,13 +68,13 @@ int crs_hs_decode(const void *buf, size_t len, union crs_hs_msg *out)
 	memset(out, 0, sizeof(*out));
 	memcpy(out, buf, len);
 	switch (head.type) {
-	case CRS_HS_HELLO:
+	case HS_HELLO:
 		if (!terminated(out->hello.name, sizeof(out->hello.name)) ||
-		    (out->hello.role != CRS_ROLE_SUBSCRIBER &&
-		     out->hello.role != CRS_ROLE_INSPECTOR))
+		    (out->hello.role != HS_ROLE_SUBSCRIBER &&
+		     out->hello.role != HS_ROLE_INSPECTOR))
 			return -CRS_EPROTO;
 		break;
-	case CRS_HS_REJECT:
+	case HS_REJECT:
 		if (!terminated(out->reject.reason,
 				sizeof(out->reject.reason)) ||
 		    out->reject.code <= 0)

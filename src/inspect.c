@@ -24,7 +24,7 @@
 #include "terminal.h"
 
 struct crs_inspector {
-	struct crs_attach at;
+	struct attach at;
 	int pidfd;
 	char name[CRS_NAME_MAX + 1];
 };
@@ -34,7 +34,7 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 	struct crs_inspector *in = calloc(1, sizeof(*in));
 	if (!in)
 		return crs_err_set(-ENOMEM, "out of memory");
-	int err = crs_attach(name, CRS_ROLE_INSPECTOR, 0, 2000, &in->at);
+	int err = attach_open(name, HS_ROLE_INSPECTOR, 0, 2000, &in->at);
 	if (err) {
 		free(in);
 		return err;
@@ -53,7 +53,7 @@ void crs_inspect_close(crs_inspector *in)
 	if (!in)
 		return;
 	ipc_close(in->pidfd);
-	crs_detach(&in->at);
+	attach_close(&in->at);
 	free(in);
 }
 
@@ -93,8 +93,8 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 				     : clock - since;
 	f->sampled_ns = ipc_now_ns();
 	uint32_t state = crs_load_relaxed(&st->state);
-	struct crs_terminal_view t;
-	if (crs_terminal_get(&h->terminal, &t) == CRS_TERM_ERROR) {
+	struct terminal_view t;
+	if (terminal_get(&h->terminal, &t) == CRS_TERM_ERROR) {
 		f->end_code = t.code;
 		memcpy(f->end_message, t.message, sizeof(f->end_message));
 	}

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomics.h"
 #include "crs/crs.h"
 #include "ipc/clock.h"
 #include "ipc/futex.h"
@@ -220,23 +219,14 @@ int crs_loop_remove_fd(crs_loop *loop, int fd)
 /* Did any subscriber move, arrive or leave since on_ready last ran? */
 static int pub_changed(const struct loop_entry *e)
 {
-	const struct crs_pub *pub = e->pub;
-	if (e->announce || e->seen_gen != pub->slot_gen)
-		return 1;
-	for (uint32_t s = 0; s < pub->max_subscribers; s++) {
-		const struct pub_slot *slot = &pub->slots[s];
-		/* Pairs with the release increment in sub_publish(). */
-		if (slot->used && crs_load_acquire(&slot->ctl->progress) !=
-					  e->seen_progress[s])
-			return 1;
-	}
-	return 0;
+	return e->announce || e->seen_gen != pub_slot_gen(e->pub) ||
+	       pub_progress_changed(e->pub, e->seen_progress);
 }
 
 static void pub_remember(struct loop_entry *e)
 {
 	e->announce = 0;
-	e->seen_gen = e->pub->slot_gen;
+	e->seen_gen = pub_slot_gen(e->pub);
 	pub_progress(e->pub, e->seen_progress);
 }
 
@@ -244,11 +234,8 @@ static int dispatch_pub(struct crs_loop *loop, int i)
 {
 	struct loop_entry *e = &loop->e[i];
 	crs_pub *pub = e->pub;
-	if (e->serve || ipc_now_ns() >= pub->next_serve_ns) {
-		e->serve = 0;
-		pub_serve(pub);
-	}
-	pub_flush_latest(pub);
+	pub_serve_step(pub, e->serve);
+	e->serve = 0;
 	if (!pub_changed(e))
 		return 0;
 	pub_remember(e);
@@ -266,14 +253,14 @@ static int dispatch_sub(struct crs_loop *loop, int i)
 	crs_sub *sub = loop->e[i].sub;
 	/* Read before: a terminal callback may close sub (unless it
 	 * follows the name: then it stays registered). */
-	int silent = sub->end_delivered; /* cancelled, or delivered before */
-	int follows = sub->follow;
+	int silent = sub_end_told(sub); /* cancelled, or delivered before */
+	int follows = sub_follows(sub);
 	int r = crs_sub_dispatch(sub, &cb, loop->e[i].ctx, SUB_BUDGET);
 	if (r == -CRS_EGAP)
 		return 1; /* on_gap */
 	if (r != -CRS_EEND)
 		return r > 0 ? r : 0;
-	if (follows && sub->follow)
+	if (follows && sub_follows(sub))
 		return silent ? 0 : 1; /* waits for the next publisher */
 	/* The callbacks may have removed or replaced this entry. */
 	if (i < loop->n && loop->e[i].kind == L_SUB && loop->e[i].sub == sub)
@@ -323,7 +310,7 @@ static int loop_announce(void *ctx, struct ipc_waitset *ws)
 		struct loop_entry *e = &loop->e[i];
 		uint64_t base = (uint64_t)i * KEYS_PER_ENTRY;
 		if (e->kind == L_SUB) {
-			e->sub_gen = e->sub->stream_gen;
+			e->sub_gen = sub_stream_gen(e->sub);
 			how |= sub_announce(e->sub, ws, base);
 		} else if (e->kind == L_PUB)
 			how |= pub_announce(e->pub, ws, base, e->seen_progress,
@@ -358,8 +345,9 @@ static int have_work(void *ctx)
 		struct loop_entry *e = &loop->e[i];
 		/* A subscription that left its stream here (following)
 		 * must not be slept on: its words are unmapped. */
-		if ((e->kind == L_SUB && (sub_has_work(e->sub) ||
-					  e->sub_gen != e->sub->stream_gen)) ||
+		if ((e->kind == L_SUB &&
+		     (sub_has_work(e->sub) ||
+		      e->sub_gen != sub_stream_gen(e->sub))) ||
 		    (e->kind == L_PUB && (e->serve || pub_changed(e))) ||
 		    (e->kind == L_FD && e->revents))
 			return 1;
@@ -395,11 +383,11 @@ static void forget_stale(struct crs_loop *loop)
 {
 	for (int i = 0; i < loop->n; i++) {
 		struct loop_entry *e = &loop->e[i];
-		if (e->kind == L_SUB && e->sub_gen != e->sub->stream_gen) {
+		if (e->kind == L_SUB && e->sub_gen != sub_stream_gen(e->sub)) {
 			entry_forget(loop, i);
-			e->sub_gen = e->sub->stream_gen;
+			e->sub_gen = sub_stream_gen(e->sub);
 		}
-		if (e->kind == L_PUB && e->armed_gen != e->pub->slot_gen) {
+		if (e->kind == L_PUB && e->armed_gen != pub_slot_gen(e->pub)) {
 			pub_forget_slots(loop->ws, (uint64_t)i * KEYS_PER_ENTRY);
 			e->armed_gen = UINT32_MAX;
 		}

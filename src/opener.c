@@ -35,7 +35,7 @@ void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
 void crs_opener_stop(struct crs_opener *op)
 {
 	if (op->handshaking)
-		crs_detach(&op->at);
+		attach_close(&op->at);
 	op->handshaking = 0;
 	ipc_close(op->watch_fd);
 	ipc_close(op->timer_fd);
@@ -95,7 +95,7 @@ static int not_yet(struct crs_opener *op, int err, int64_t now)
 	return 0;
 }
 
-static int handshake_step(struct crs_opener *op, struct crs_attach *out,
+static int handshake_step(struct crs_opener *op, struct attach *out,
 			  int64_t now)
 {
 	int p = ipc_fd_poll(op->at.sock, POLLIN, 0);
@@ -103,10 +103,9 @@ static int handshake_step(struct crs_opener *op, struct crs_attach *out,
 		return 0;
 	int err;
 	if (p > 0) {
-		err = crs_attach_welcome(&op->at, op->name, CRS_ROLE_SUBSCRIBER,
-					 0);
+		err = attach_welcome(&op->at, op->name, HS_ROLE_SUBSCRIBER, 0);
 	} else {
-		crs_detach(&op->at);
+		attach_close(&op->at);
 		err = p < 0 ? p : -ETIMEDOUT;
 	}
 	op->handshaking = 0;
@@ -120,7 +119,7 @@ static int handshake_step(struct crs_opener *op, struct crs_attach *out,
 	return not_yet(op, err, now);
 }
 
-int crs_opener_step(struct crs_opener *op, struct crs_attach *out)
+int crs_opener_step(struct crs_opener *op, struct attach *out)
 {
 	int64_t now = ipc_now_ns();
 	drain(op->timer_fd);
@@ -132,17 +131,16 @@ int crs_opener_step(struct crs_opener *op, struct crs_attach *out)
 		return op->persist || now < op->wait_deadline ? 0 : -ENOENT;
 	for (;;) {
 		int had_watch = op->watch_fd >= 0;
-		int sock = crs_attach_connect(op->name, op->dir,
-					      sizeof(op->dir));
+		int sock = attach_connect(op->name, op->dir, sizeof(op->dir));
 		/* The handshake's time counts from the first attempt that
-		 * found the socket, as in crs_attach. */
+		 * found the socket, as in attach_open. */
 		if ((sock >= 0 || sock == -EAGAIN) && !op->found) {
 			op->found = 1;
 			op->hs_deadline = ipc_deadline(op->handshake_ms);
 		}
 		if (sock >= 0) {
-			sock = crs_attach_hello(&op->at, sock,
-						CRS_ROLE_SUBSCRIBER, op->name);
+			sock = attach_hello(&op->at, sock, HS_ROLE_SUBSCRIBER,
+					    op->name);
 			if (!sock) {
 				op->handshaking = 1;
 				return handshake_step(op, out, now);

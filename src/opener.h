@@ -1,6 +1,6 @@
 /*
  * opener.h - opening a subscription without blocking: the steps of
- * crs_attach (attach.h) as a state machine that a poll, a wait or a loop
+ * attach_open (attach.h) as a state machine that a poll, a wait or a loop
  * advances, and the fds to sleep on between steps.
  *
  * While the stream is absent it watches the runtime directory (inotify:
@@ -35,19 +35,19 @@ struct crs_opener {
 	char dir[IPC_RUNDIR_MAX]; /* the runtime directory, once known */
 	int watch_fd; /* inotify on the runtime directory, or -1 */
 	int timer_fd; /* -1 until a deadline needs it */
-	struct crs_attach at;
+	struct attach at;
 };
 
 /* Start opening name (already checked). wait_ms: how long the stream
  * may take to appear (0: one attempt, -1: forever); handshake_ms as for
- * crs_attach; persist: a failed attempt is retried (with backoff)
+ * attach_open; persist: a failed attempt is retried (with backoff)
  * instead of reported, and the stream may take forever to appear. */
 void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
 		      int handshake_ms, int persist);
 /* Advance without blocking. Returns 0 (not yet), 1 (opened: *out holds
- * the attachment, now the caller's) or the failure as for crs_attach
+ * the attachment, now the caller's) or the failure as for attach_open
  * (-ENOENT for a stream that did not appear in time). */
-CRS_MUST_USE int crs_opener_step(struct crs_opener *op, struct crs_attach *out);
+CRS_MUST_USE int crs_opener_step(struct crs_opener *op, struct attach *out);
 /* Arm ws to wake when a step may get further: keys base (directory or
  * socket) and base + 1 (timer). 0, or -errno when an arm failed (then
  * nap and step again). */

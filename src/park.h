@@ -84,9 +84,10 @@
  * the last withdrawal clears the word (sub_withdraw, pub_withdraw).
  * Each subscriber's announcement is its park word, CRS_PARK_ASLEEP |
  * the value of data_signal it sleeps on (| CRS_PARK_FENCE), which the
- * publisher's commit reads (wake_if_parked in pub.c); the membarrier
- * and the flag are sub_announce's. The publisher's is pub_parked, which a
- * subscriber reads after publishing its demand (sub_publish in sub.c).
+ * publisher's commit reads (pubring_wake_if_parked in pubring.h); the
+ * membarrier and the flag are sub_announce's. The publisher's is
+ * pub_parked, which a subscriber reads after publishing its demand
+ * (sub_publish in sub.c).
  * The sleeps themselves are ipc/waitset.h: one-shot entries, so an
  * entry that fired is re-armed by the next announce.
  */
@@ -137,7 +138,8 @@ int park_wait(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
  * and before reading its announcement. full: a store-load fence, which
  * pairs with the fence in park_begin(); else a compiler fence only: the
  * waker is registered for membarrier and fences where a park word asks
- * (pub.c), and a parker that has not asked yet runs membarrier(). */
+ * (pubring_wake_from), and a parker that has not asked yet runs
+ * membarrier(). */
 static inline void park_waker_fence(int full)
 {
 	if (full)

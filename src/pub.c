@@ -1,16 +1,12 @@
 /*
- * pub.c - the publisher: stream creation, the claim/commit hot path,
- * lockstep demand over all subscribers and blocking waits. Control work
- * (subscribers coming and going) lives in serve.c, epochs and terminal
- * signals in epoch.c.
+ * pub.c - the publisher's API, on top of its three parts (pub.h): stream
+ * creation and closing, claim and commit (the hot part's fast paths,
+ * inlined from pubring.h, and their slow paths), offer and LATEST,
+ * epochs and terminal signals (epoch.c does them), and blocking waits.
  *
- * Wakeups follow park.h. As a waker, commit stores the frame header and
- * then reads each subscriber's park word (wake_if_parked); the
- * store-load order this needs comes from a full fence (pub->fences) or,
- * when this process is registered for membarrier, from the membarrier()
- * a parking subscriber runs, which keeps the fence off this hot path.
- * As a parker, this file gives its hooks (pub_announce, pub_withdraw)
- * and the blocking waits (pub_wait_for).
+ * Wakeups follow park.h. As a waker, commit wakes parked subscribers
+ * (pubring.h). As a parker, this file gives its hooks (pub_announce,
+ * pub_withdraw) and the blocking waits (pub_wait_for).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +31,6 @@
 #include "ipc/waitset.h"
 #include "park.h"
 #include "pub.h"
-#include "terminal.h"
 
 #define DEFAULT_RING (1ULL << 20)
 
@@ -96,7 +91,7 @@ static uint64_t stream_id_new(uint64_t created_ns)
 static void header_init(struct crs_pub *pub, const char *name,
 			const struct crs_pub_opts *o)
 {
-	struct crs_seg_header *h = &pub->hdr->seg;
+	struct crs_seg_header *h = &pub->ring.hdr->seg;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->magic = CRS_LAYOUT_MAGIC;
@@ -107,7 +102,8 @@ static void header_init(struct crs_pub *pub, const char *name,
 	h->max_message = o->max_message;
 	h->max_subscribers = o->max_subscribers;
 	h->mode = o->mode;
-	h->flags = CRS_SEG_PUB_FENCE_ASK | (pub->fences ? CRS_SEG_PUB_FENCES : 0);
+	h->flags = CRS_SEG_PUB_FENCE_ASK |
+		   (pub->ring.fences ? CRS_SEG_PUB_FENCES : 0);
 	h->pub_pid = getpid();
 	h->pub_uid = getuid();
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
@@ -157,7 +153,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->lock_fd = ipc_lock_take(pub->paths.dir.fd, pub->paths.lock);
 	if (pub->lock_fd < 0)
 		return pub_lock_error(pub, name, pub->lock_fd);
-	pub->fences = ipc_membarrier_register() != 0;
+	int fences = ipc_membarrier_register() != 0;
 	pub->data_size = CRS_RING_OFFSET + o->ring_bytes;
 	pub->data_fd = ipc_memfd_create(name, pub->data_size);
 	if (pub->data_fd < 0)
@@ -166,24 +162,11 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_map(pub->data_fd, pub->data_size, 1, &map);
 	if (err)
 		return err;
-	pub->hdr = map;
-	pub->ring = (uint8_t *)map + CRS_RING_OFFSET;
-	pub->ring_size = o->ring_bytes;
-	pub->mask = o->ring_bytes - 1;
-	pub->max_message = o->max_message;
-	pub->max_subscribers = o->max_subscribers;
-	pub->access = *o;
-	pub->mode = o->mode;
+	pubring_init(&pub->ring, map, o->ring_bytes, o->max_message,
+		     o->mode == CRS_MODE_REPLAY, fences);
 	pub->overflow = o->overflow;
-	pub->on_disconnect = o->on_disconnect;
-	pub->auto_connect = o->auto_connect;
-	pub->untethered_ns = (int64_t)o->untethered_ms * 1000000;
 	pub->spin_ns = crs_spin_ns(o->spin_us);
-	pub->clock = o->clock;
-	pub->clock_ctx = o->clock_ctx;
-	err = crs_retain_init(&pub->retain, o->replay_count, o->replay_bytes,
-			      (int64_t)o->replay_age_ms * 1000000,
-			      o->ring_bytes);
+	err = epoch_init(&pub->epoch, &pub->ring, o);
 	if (err)
 		return err;
 	if (o->overflow == CRS_OVERFLOW_LATEST) {
@@ -206,13 +189,12 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pub->listen_fd = listen_on(pub);
 	if (pub->listen_fd < 0)
 		return pub->listen_fd;
-	err = ipc_epoll_add(pub->ep, pub->listen_fd, PUB_EV_LISTEN);
+	err = control_init(&pub->control, &pub->ring, &pub->epoch, o,
+			   pub->data_fd, pub->data_size, pub->listen_fd,
+			   pub->ep);
 	if (err)
 		return err;
-	err = pub_serve_init(pub);
-	if (err)
-		return err;
-	pub_auto_connect(pub); /* autoConnect(0): connected from the start */
+	epoch_start(&pub->epoch);
 	return 0;
 }
 
@@ -283,11 +265,6 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		return crs_err_code(-ENOMEM);
 	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
-	for (int i = 0; i < CRS_SUBSCRIBERS_MAX; i++)
-		pub->slots[i].fd = pub->slots[i].ctl_fd = -1;
-	for (int i = 0; i < PUB_MAX_PENDING; i++)
-		pub->pending[i].fd = -1;
-	pub->until_serve = PUB_SERVE_EVERY;
 	pub->ws_gen = UINT32_MAX;
 	/* A shared stream: our own member stream under a name no plain
 	 * name can take (merge.c reads them together). */
@@ -307,14 +284,14 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		ipc_close(pub->listen_fd);
 		ipc_close(pub->ep);
 		ipc_waitset_free(pub->ws);
-		if (pub->hdr)
-			ipc_unmap(pub->hdr, pub->data_size);
+		if (pub->ring.hdr)
+			ipc_unmap(pub->ring.hdr, pub->data_size);
 		ipc_close(pub->data_fd);
 		if (owned)
 			ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 		ipc_close(pub->lock_fd);
 		crs_paths_close(&pub->paths);
-		crs_retain_free(&pub->retain);
+		epoch_free(&pub->epoch);
 		free(pub->latest);
 		free(pub);
 		return crs_err_code(err);
@@ -323,342 +300,60 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	return 0;
 }
 
-/* Ask subscribers to publish their consumed position at their next
- * release (crs_sub_release reads progress_wanted; relaxed: nothing is
- * read behind it). */
-static void pub_want_progress(struct crs_pub *pub)
-{
-	_Atomic uint32_t *w = &pub->hdr->signal.progress_wanted;
-	crs_store_relaxed(w, crs_load_relaxed(w) + 1);
-}
-
-/* Holding the stream back (no demand left in lockstep, or unread
- * messages) and silent for longer than the untethered timeout? */
-static int untethered(struct crs_pub *pub, struct pub_slot *s, int holding,
-		      int moved)
-{
-	int64_t now = ipc_now_ns();
-	/* The clock starts when we first see it holding back without
-	 * moving, and runs only while that stays so. */
-	if (moved || !holding || !s->holding) {
-		s->moved_ns = now;
-		s->holding = holding;
-		s->asked = 0;
-		return 0;
-	}
-	/* Halfway: its consumption may only be hidden in its batch, so
-	 * ask every subscriber for its position (answered at its next
-	 * release, which wakes us). Only the silent ones are evicted. */
-	if (!s->asked && now - s->moved_ns > pub->untethered_ns / 2) {
-		s->asked = 1;
-		pub_want_progress(pub);
-	}
-	return now - s->moved_ns > pub->untethered_ns;
-}
-
-/* Re-read every subscriber's demand and consumed position and recompute
- * the limits. A subscriber whose words went backwards or past what was
- * published is cut off with CRS_EPROTO; one that cancelled is dropped. */
-static void pub_recompute(struct crs_pub *pub)
-{
-	uint64_t credit = CRS_UNBOUNDED, room = CRS_UNBOUNDED;
-	int live = 0, n = pub->nactive;
-	uint8_t active[CRS_SUBSCRIBERS_MAX]; /* dropping slots edits pub's */
-	memcpy(active, pub->active, (size_t)n);
-	for (int k = 0; k < n; k++) {
-		int i = active[k];
-		struct pub_slot *s = &pub->slots[i];
-		struct crs_ctl *c = s->ctl;
-		if (crs_load_relaxed(&c->cancelled)) {
-			pub_drop_slot(pub, i, 0);
-			continue;
-		}
-		/* Pair with the release stores in sub_publish(): the
-		 * demand and position read here are whole. */
-		uint64_t req = crs_load_acquire(&c->requested);
-		uint64_t cons = crs_load_acquire(&c->consumed);
-		if (req < s->requested || cons < s->consumed || cons > pub->pos ||
-		    (cons & (CRS_FRAME_ALIGN - 1))) {
-			pub_drop_slot(pub, i, CRS_EPROTO);
-			continue;
-		}
-		int moved = req != s->requested || cons != s->consumed;
-		s->requested = req;
-		s->consumed = cons;
-		s->consumed_seq = crs_load_relaxed(&c->consumed_seq);
-		if (s->end_pos != UINT64_MAX) {
-			/* Its epoch ended: it holds back only the ring space
-			 * it has yet to read, and may be evicted for that. */
-			int unread = cons < s->end_pos;
-			if (pub->untethered_ns &&
-			    untethered(pub, s, unread, moved)) {
-				pub_drop_slot(pub, i, ETIMEDOUT);
-				continue;
-			}
-			if (unread && cons + pub->ring_size < room)
-				room = cons + pub->ring_size;
-			continue;
-		}
-		if (s->epoch != pub->epoch || pub->state != PUB_CONNECTED)
-			continue; /* waits for the next epoch */
-		uint64_t limit = crs_credit_limit(s->join_seq, req);
-		int holding = cons < pub->pos || (pub->mode == CRS_MODE_PUBLISH &&
-						  limit <= pub->seq);
-		if (pub->untethered_ns && untethered(pub, s, holding, moved)) {
-			pub_drop_slot(pub, i, ETIMEDOUT);
-			continue;
-		}
-		live++;
-		if (limit < credit)
-			credit = limit;
-		if (cons + pub->ring_size < room)
-			room = cons + pub->ring_size;
-	}
-	if (pub->mode == CRS_MODE_REPLAY)
-		credit = CRS_UNBOUNDED; /* run ahead, bounded by the ring */
-	else if (!live)
-		credit = 0; /* no subscriber, no demand: hold */
-	pub->credit_limit = credit;
-	pub->room_limit = room;
-}
-
 static int64_t serve_if_due(struct crs_pub *pub)
 {
 	int64_t now = ipc_now_ns();
-	if (now >= pub->next_serve_ns)
-		pub_serve(pub);
+	if (control_serve_due(&pub->control, now))
+		control_serve(&pub->control);
 	return now;
-}
-
-/* Can a frame of `need` bytes (padding included) be written now? */
-static int pub_check(struct crs_pub *pub, uint64_t need)
-{
-	if (pub->seq >= pub->credit_limit)
-		return -CRS_ENODEMAND;
-	if (pub->pos + need + CRS_FRAME_HEADER > pub->room_limit)
-		return -CRS_ENOROOM;
-	return 0;
 }
 
 static int pub_refresh(struct crs_pub *pub, uint64_t need)
 {
 	serve_if_due(pub);
-	pub_recompute(pub);
-	return pub_check(pub, need);
+	control_recompute(&pub->control);
+	return pubring_check(&pub->ring, need);
 }
 
-/* Bytes a message of len takes at the current position, with the
- * padding frame needed when it does not fit before the ring's end. */
-static inline uint64_t claim_need(const struct crs_pub *pub, uint64_t frame,
-				  uint64_t *pad)
-{
-	uint64_t off = pub->pos & pub->mask;
-	*pad = off + frame > pub->ring_size ? pub->ring_size - off : 0;
-	return *pad + frame;
-}
-
-static inline _Atomic uint64_t *header_at(const struct crs_pub *pub,
-					  uint64_t pos)
-{
-	return (_Atomic uint64_t *)(pub->ring + (pos & pub->mask));
-}
-
-/* Size of the frame whose header says len_flags. */
-static inline uint64_t frame_bytes(uint32_t len_flags)
-{
-	return len_flags & CRS_FRAME_PAD
-		       ? (len_flags & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER
-		       : crs_frame_size(len_flags);
-}
-
-/* Zero the header slot at next, then publish the header word at pos:
- * the commit of one frame. */
-static inline void store_header(const struct crs_pub *pub, uint64_t pos,
-				uint64_t next, uint64_t word)
-{
-	/* Pairs with the acquire load of the header in sub_peek() and
-	 * sub_next_slow(); see put_header(). */
-	crs_store_relaxed(header_at(pub, next), 0);
-	crs_store_release(header_at(pub, pos), word);
-}
-
-static inline void put_header(const struct crs_pub *pub, uint64_t pos,
-			      uint32_t len_flags)
-{
-	/* Zero the next header slot first, then publish this one: pairs
-	 * with the acquire load of the header in sub_peek() and
-	 * sub_next_slow(). A reader goes by headers alone, so this
-	 * release store is the whole commit. */
-	crs_store_relaxed(header_at(pub, pos + frame_bytes(len_flags)), 0);
-	crs_store_release(header_at(pub, pos),
-			  crs_frame_word(pos, len_flags));
-}
-
-/* The figures inspectors read (crs_stream_info): kept in the handle by
- * every commit and stored here only every PUB_SERVE_EVERY commits, at
- * each serve and at a flush, so the data path stores no shared line per
- * message. Nobody steers by them (readers go by frame headers). */
-void pub_mirror(struct crs_pub *pub)
-{
-	struct crs_pub_stats *st = &pub->hdr->stats;
-	crs_store_relaxed(&st->position, pub->more ? pub->more_pos : pub->pos);
-	crs_store_relaxed(&st->published, pub->seq - pub->more_count);
-	crs_store_relaxed(&st->bytes, pub->bytes - pub->more_bytes);
-}
+int crs_pub_flush(crs_pub *pub);
 
 /* crs_pub_claim's slow path: not connected, a claim open, too long, no
  * demand or room in the cached limits, padding needed, or replay mode. */
 static __attribute__((noinline, cold)) int
 claim_slow(struct crs_pub *pub, size_t len, void **buf)
 {
-	if (pub->claimed || pub->state != PUB_CONNECTED)
-		return pub->claimed			   ? -EALREADY
-		       : pub->state == PUB_TERMINATED ? -ESHUTDOWN
-						      : -ENOTCONN;
-	if (len > pub->max_message)
+	struct pub_ring *r = &pub->ring;
+	if (r->claimed || !r->open)
+		return r->claimed ? -EALREADY
+				  : pub_state_error(pub->epoch.state);
+	if (len > r->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;
-	uint64_t need = claim_need(pub, crs_frame_size(len), &pad);
-	if (pub_check(pub, need)) {
+	uint64_t need = pubring_need(r, len, &pad);
+	if (pubring_check(r, need)) {
 		/* Refused: what we deferred must go out first, or the
 		 * demand and room we wait for could never come back. */
 		crs_pub_flush(pub);
 		int err = pub_refresh(pub, need);
 		if (err) {
-			_Atomic uint64_t *n = err == -CRS_ENODEMAND
-						      ? &pub->hdr->stats.no_demand
-						      : &pub->hdr->stats.no_room;
-			crs_store_relaxed(n, crs_load_relaxed(n) + 1);
+			shm_inc(err == -CRS_ENODEMAND ? &r->hdr->stats.no_demand
+						      : &r->hdr->stats.no_room);
 			return err;
 		}
 	}
-	if (pub->mode == CRS_MODE_REPLAY) {
-		/* Retained messages this frame will overwrite are gone. */
-		uint64_t end = pub->pos + need + CRS_FRAME_HEADER;
-		if (end > pub->ring_size)
-			crs_retain_trim(&pub->retain, pub->ring, pub->ring_size,
-					pub->pos, pub->seq, pub->bytes, 0,
-					end - pub->ring_size);
-	}
-	if (pad) {
-		/* The padding counts as committed even if this claim is then
-		 * aborted: readers step over it by its header alone. */
-		put_header(pub, pub->pos,
-			   CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER));
-		pub->pos += pad;
-	}
-	pub->claim_pos = pub->pos;
-	pub->claim_len = len;
-	pub->claimed = 1;
-	*buf = pub->ring + (pub->pos & pub->mask) + CRS_FRAME_HEADER;
+	/* Replay: retained messages this frame will overwrite are gone. */
+	epoch_overwrite(&pub->epoch, r->pos + need + CRS_FRAME_HEADER);
+	if (pad)
+		pubring_pad(r, pad);
+	*buf = pubring_take(r, len);
 	return 0;
 }
 
 int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 {
-	uint64_t frame = crs_frame_size(len);
-	uint64_t off = pub->pos & pub->mask;
-	/* Everything unusual in one test: the cached limits say whether
-	 * demand and room allow it (pub_recompute refreshes them). */
-	if (__builtin_expect(pub->claimed || pub->state != PUB_CONNECTED ||
-				     len > pub->max_message ||
-				     pub->seq >= pub->credit_limit ||
-				     pub->pos + frame + CRS_FRAME_HEADER >
-					     pub->room_limit ||
-				     off + frame > pub->ring_size ||
-				     pub->mode == CRS_MODE_REPLAY,
-			     0))
+	if (__builtin_expect(pubring_claim(&pub->ring, len, buf), 0))
 		return claim_slow(pub, len, buf);
-	pub->claim_pos = pub->pos;
-	pub->claim_len = len;
-	pub->claimed = 1;
-	*buf = pub->ring + off + CRS_FRAME_HEADER;
 	return 0;
-}
-
-void pub_wake_all(struct crs_pub *pub)
-{
-	pub->signal++;
-	/* Step c of park.h: W changes before the wake, so a subscriber
-	 * that sleeps on the old value returns at once. The release pairs
-	 * with the acquire load of data_signal in sub_announce(). */
-	crs_store_release(&pub->hdr->signal.data_signal, pub->signal);
-	ipc_futex_wake(&pub->hdr->signal.data_signal, INT_MAX);
-	crs_store_relaxed(&pub->hdr->stats.wakes,
-			  crs_load_relaxed(&pub->hdr->stats.wakes) + 1);
-}
-
-/* Subscriber k of the active list announced that it sleeps on the
- * current signal: is a wake due? Not if it has consumed everything
- * committed (it read this message before it parked: nothing to wake it
- * for), and not if we woke it before while it was behind and it has
- * consumed nothing since. An honest subscriber woken while behind
- * consumes up to what was committed before that wake, and publishes it
- * (at its release or in sub_idle) before it parks again; if it cannot
- * (no demand, its epoch ended), only its own request (after which it
- * looks again itself) or a terminal signal (which wakes everyone
- * unconditionally) can give it work. A park word rewritten at every
- * commit by a hostile peer thus costs one wake, not one per commit. */
-static int wake_due(struct crs_pub *pub, int k)
-{
-	struct pub_slot *s = &pub->slots[pub->active[k]];
-	/* Orders the load of the park word before the load of consumed:
-	 * pairs with the full fence in sub_publish(), which comes after
-	 * its store of consumed and before a later announcement. */
-	crs_fence_acquire();
-	uint64_t cons = crs_load_relaxed(&s->ctl->consumed);
-	if (cons >= pub->pos ||
-	    (s->woke_gen == pub->slot_gen && s->woke_consumed == cons))
-		return 0;
-	s->woke_gen = pub->slot_gen;
-	s->woke_consumed = cons;
-	return 1;
-}
-
-/* wake_if_parked's slow path, from park word i on (w: its value, with
- * a flag set): fence if asked, then wake if one sleeps on the signal. */
-static __attribute__((noinline)) void wake_parked_from(struct crs_pub *pub,
-						       int i, uint64_t w)
-{
-	int fenced = pub->fences;
-	for (;;) {
-		if ((w & CRS_PARK_FENCE) && !fenced) {
-			/* Asked for (park.h): orders the header store of
-			 * the commit before the loads of the park words
-			 * from here on; pairs with the fence in
-			 * park_begin() after sub_announce(). */
-			crs_fence_full();
-			fenced = 1;
-			w = crs_load_relaxed(pub->parked[i]);
-		}
-		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == pub->signal &&
-		    wake_due(pub, i)) {
-			pub_wake_all(pub);
-			return;
-		}
-		if (++i == pub->nparked)
-			return;
-		w = crs_load_relaxed(pub->parked[i]);
-	}
-}
-
-/* After a commit: wake subscribers parked on the current signal value. */
-static inline void wake_if_parked(struct crs_pub *pub)
-{
-	/* Orders the header store of the commit before the loads of the
-	 * park words: pairs with the fence in park_begin() after
-	 * sub_announce(). Registered for membarrier, a compiler fence: a
-	 * word that needs the order carries CRS_PARK_FENCE, and one
-	 * without it is covered by the membarrier() its subscriber runs
-	 * before relying on the fence (park.h). */
-	park_waker_fence(pub->fences);
-	for (int i = 0; i < pub->nparked; i++) {
-		uint64_t w = crs_load_relaxed(pub->parked[i]);
-		if (__builtin_expect(w >> 32 != 0, 0)) {
-			wake_parked_from(pub, i, w);
-			return;
-		}
-	}
 }
 
 /* Every PUB_SERVE_EVERY commits: mirror the figures, and serve if due.
@@ -667,51 +362,37 @@ static inline void wake_if_parked(struct crs_pub *pub)
  * newcomers never wait for 16 more. */
 static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
 {
-	pub_mirror(pub);
-	int64_t last = pub->next_serve_ns;
-	int64_t now = serve_if_due(pub);
-	pub->until_serve = now < last ? PUB_SERVE_EVERY : 1;
+	int64_t last = pub->control.next_serve_ns;
+	int64_t now = ipc_now_ns();
+	if (control_serve_due(&pub->control, now))
+		control_serve(&pub->control); /* mirrors them too */
+	else
+		pubring_mirror(&pub->ring);
+	pubring_set_tick(&pub->ring, now < last ? PUB_SERVE_EVERY : 1);
 }
 
-/* Retention marks (replay with an age bound) and deferred frames. */
-static __attribute__((noinline, cold)) void commit_note(struct crs_pub *pub)
+/* pubring_noted: retention marks (replay with an age bound) and deferred
+ * frames; then the rest of the commit. */
+static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 {
-	if (pub->retain.marks)
-		crs_retain_note(&pub->retain, pub->seq - 1, pub_now(pub));
-	if (pub->more)
+	if (pub->ring.notes)
+		epoch_note(&pub->epoch);
+	if (pub->ring.more)
 		crs_pub_flush(pub);
+	if (pubring_commit_end(&pub->ring))
+		commit_tick(pub);
+	return 0;
 }
 
 static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 {
-	if (__builtin_expect(!pub->claimed || len > pub->claim_len, 0))
+	if (__builtin_expect(pubring_commit(&pub->ring, len, more) != 0, 0))
 		return -EINVAL;
-	uint64_t pos = pub->claim_pos;
-	uint64_t next = pos + crs_frame_size(len);
-	if (more && !pub->more) {
-		/* The first deferred frame: its header is stored last, at
-		 * the flush; readers stop at it until then, also at the
-		 * frames behind it whose headers are stored now. */
-		pub->more = 1;
-		pub->more_pos = pos;
-		pub->more_word = crs_frame_word(pos, (uint32_t)len);
-		crs_store_relaxed(header_at(pub, next), 0);
-	} else {
-		store_header(pub, pos, next, crs_frame_word(pos, (uint32_t)len));
-	}
-	pub->pos = next;
-	pub->claimed = 0;
-	pub->seq++;
-	pub->bytes += len;
-	if (more) {
-		pub->more_count++;
-		pub->more_bytes += len;
-		return 0;
-	}
-	if (__builtin_expect(pub->retain.marks != NULL || pub->more, 0))
-		commit_note(pub);
-	wake_if_parked(pub);
-	if (__builtin_expect(--pub->until_serve == 0, 0))
+	if (more)
+		return 0; /* deferred: the flush does the rest */
+	if (__builtin_expect(pubring_noted(&pub->ring), 0))
+		return commit_note(pub);
+	if (__builtin_expect(pubring_commit_end(&pub->ring), 0))
 		commit_tick(pub);
 	return 0;
 }
@@ -725,29 +406,20 @@ int crs_pub_commit_more(crs_pub *pub, size_t len)
 {
 	/* Replay mode walks its own headers to keep retention: no frame
 	 * may stay without one there. */
-	return pub_commit(pub, len, pub->mode != CRS_MODE_REPLAY);
+	return pub_commit(pub, len, !pub->ring.replay);
 }
 
 int crs_pub_flush(crs_pub *pub)
 {
-	if (!pub->more)
-		return 0;
-	/* After the headers of every frame behind it: pairs with the
-	 * acquire load of the header in sub_peek() and sub_next_slow(). */
-	crs_store_release(header_at(pub, pub->more_pos), pub->more_word);
-	pub->more = 0;
-	uint64_t n = pub->more_count;
-	pub->more_count = pub->more_bytes = 0;
-	wake_if_parked(pub);
-	pub_mirror(pub);
-	if (--pub->until_serve == 0)
+	int n = pubring_flush(&pub->ring);
+	if (n && pubring_count(&pub->ring)) /* a flush counts as a commit */
 		commit_tick(pub);
-	return (int)(n < INT32_MAX ? n : INT32_MAX);
+	return n;
 }
 
 void crs_pub_abort(crs_pub *pub)
 {
-	pub->claimed = 0;
+	pubring_abort(&pub->ring);
 }
 
 static int publish_copy(struct crs_pub *pub, const void *data, size_t len)
@@ -763,12 +435,11 @@ static int publish_copy(struct crs_pub *pub, const void *data, size_t len)
 
 static void count_drop(struct crs_pub *pub)
 {
-	crs_store_relaxed(&pub->hdr->stats.dropped,
-			  crs_load_relaxed(&pub->hdr->stats.dropped) + 1);
+	shm_inc(&pub->ring.hdr->stats.dropped);
 }
 
 /* LATEST: send the kept message if there is demand and room now. */
-void pub_flush_latest(struct crs_pub *pub)
+static void flush_latest(struct crs_pub *pub)
 {
 	crs_pub_flush(pub); /* deferred frames first, then the kept one */
 	if (pub->latest_held &&
@@ -776,13 +447,22 @@ void pub_flush_latest(struct crs_pub *pub)
 		pub->latest_held = 0;
 }
 
+/* An epoch ended: the LATEST message kept was never sent in it. */
+static void drop_latest(struct crs_pub *pub)
+{
+	if (pub->latest_held) {
+		pub->latest_held = 0;
+		count_drop(pub);
+	}
+}
+
 int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 {
-	if (len > pub->max_message)
+	if (len > pub->ring.max_message)
 		return -EMSGSIZE;
-	if (pub->state != PUB_CONNECTED)
-		return pub->state == PUB_TERMINATED ? -ESHUTDOWN : -ENOTCONN;
-	pub_flush_latest(pub);
+	if (!pub->ring.open)
+		return pub_state_error(pub->epoch.state);
+	flush_latest(pub);
 	int err = pub->latest_held ? -CRS_ENODEMAND
 				   : publish_copy(pub, data, len);
 	if (err != -CRS_ENODEMAND && err != -CRS_ENOROOM)
@@ -816,22 +496,61 @@ int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 
 uint64_t crs_pub_dropped(const crs_pub *pub)
 {
-	return crs_load_relaxed(&pub->hdr->stats.dropped);
+	return crs_load_relaxed(&pub->ring.hdr->stats.dropped);
 }
+
+/* ---- epochs (epoch.c) ------------------------------------------------- */
+
+int64_t crs_pub_connect(crs_pub *pub)
+{
+	return (int64_t)epoch_connect(&pub->epoch);
+}
+
+int64_t crs_pub_epoch(const crs_pub *pub)
+{
+	return (int64_t)pub->epoch.epoch;
+}
+
+int crs_pub_complete(crs_pub *pub)
+{
+	int err = epoch_terminate(&pub->epoch, CRS_TERM_COMPLETE, 0, NULL);
+	if (!err)
+		drop_latest(pub);
+	return err;
+}
+
+int crs_pub_error(crs_pub *pub, int code, const char *message)
+{
+	if (code <= 0)
+		return -EINVAL;
+	int err = epoch_terminate(&pub->epoch, CRS_TERM_ERROR, code, message);
+	if (!err)
+		drop_latest(pub);
+	return err;
+}
+
+int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
+{
+	if (epoch_disconnect(&pub->epoch, epoch))
+		drop_latest(pub);
+	return 0;
+}
+
+/* ---- control (serve.c) ------------------------------------------------ */
 
 uint64_t crs_pub_demand(crs_pub *pub)
 {
-	pub_recompute(pub);
-	return crs_credit_outstanding(pub->credit_limit, pub->seq);
+	control_recompute(&pub->control);
+	return crs_credit_outstanding(pub->ring.credit_limit, pub->ring.seq);
 }
 
 int crs_pub_serve(crs_pub *pub)
 {
-	int n = pub_serve(pub);
-	pub_flush_latest(pub);
+	int n = control_serve(&pub->control);
+	flush_latest(pub);
 	if (n >= 0)
-		pub_recompute(pub);
-	return n < 0 ? n : pub->nactive;
+		control_recompute(&pub->control);
+	return n < 0 ? n : pub->control.nactive;
 }
 
 int crs_pub_fd(const crs_pub *pub)
@@ -841,7 +560,31 @@ int crs_pub_fd(const crs_pub *pub)
 
 int crs_pub_subscribers(const crs_pub *pub)
 {
-	return pub->nactive;
+	return pub->control.nactive;
+}
+
+/* ---- for loop.c, and the waits ---------------------------------------- */
+
+void pub_serve_step(struct crs_pub *pub, int force)
+{
+	if (force || control_serve_due(&pub->control, ipc_now_ns()))
+		control_serve(&pub->control);
+	flush_latest(pub);
+}
+
+uint32_t pub_slot_gen(const struct crs_pub *pub)
+{
+	return pub->control.slot_gen;
+}
+
+void pub_progress(const struct crs_pub *pub, uint32_t *progress)
+{
+	control_progress(&pub->control, progress);
+}
+
+int pub_progress_changed(const struct crs_pub *pub, const uint32_t *seen)
+{
+	return control_progress_changed(&pub->control, seen);
 }
 
 void pub_forget_slots(struct ipc_waitset *ws, uint64_t base)
@@ -856,43 +599,20 @@ int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
 	/* A slot that was dropped and refilled may sit at the same address
 	 * with the same value, but it is another memfd: never keep a wait
 	 * armed across a change of subscribers. */
-	if (*armed_gen != pub->slot_gen) {
+	if (*armed_gen != pub_slot_gen(pub)) {
 		pub_forget_slots(ws, base);
-		*armed_gen = pub->slot_gen;
+		*armed_gen = pub_slot_gen(pub);
 	}
 	/* Read by sub_publish() after it stored new demand. */
 	if (pub->parkers++ == 0)
-		crs_store_relaxed(&pub->hdr->signal.pub_parked, 1);
-	int how = 0;
-	if (ipc_waitset_poll(ws, base, pub->ep, POLLIN))
-		how |= PARK_NAP;
-	for (uint32_t s = 0; s < CRS_SUBSCRIBERS_MAX; s++) {
-		uint64_t key = base + 1 + s;
-		if (s < pub->max_subscribers && pub->slots[s].used) {
-			if (ipc_waitset_futex(ws, key,
-					      &pub->slots[s].ctl->progress,
-					      progress[s]))
-				how |= PARK_NAP;
-		} else {
-			ipc_waitset_forget(ws, key);
-		}
-	}
-	return how;
+		crs_store_relaxed(&pub->ring.hdr->signal.pub_parked, 1);
+	return control_arm(&pub->control, ws, base, progress);
 }
 
 void pub_withdraw(struct crs_pub *pub)
 {
 	if (pub->parkers > 0 && --pub->parkers == 0)
-		crs_store_relaxed(&pub->hdr->signal.pub_parked, 0);
-}
-
-void pub_progress(const struct crs_pub *pub, uint32_t *progress)
-{
-	for (uint32_t s = 0; s < pub->max_subscribers; s++)
-		/* Pairs with the release increment in sub_publish(). */
-		progress[s] = pub->slots[s].used
-				      ? crs_load_acquire(&pub->slots[s].ctl->progress)
-				      : 0;
+		crs_store_relaxed(&pub->ring.hdr->signal.pub_parked, 0);
 }
 
 /* A blocking wait of the publisher: park.h over this one publisher,
@@ -916,7 +636,7 @@ static int wait_announce(void *ctx, struct ipc_waitset *ws)
 static int wait_has_work(void *ctx)
 {
 	struct pub_wait *w = ctx;
-	return w->ready(w->pub, w->arg) || w->gen != w->pub->slot_gen;
+	return w->ready(w->pub, w->arg) || w->gen != pub_slot_gen(w->pub);
 }
 
 static void wait_withdraw(void *ctx)
@@ -937,11 +657,12 @@ static int pub_park(struct crs_pub *pub,
 		    int64_t deadline)
 {
 	struct pub_wait w = {
-		.pub = pub, .ready = ready, .arg = arg, .gen = pub->slot_gen
+		.pub = pub, .ready = ready, .arg = arg, .gen = pub_slot_gen(pub)
 	};
 	uint64_t fired[CRS_SUBSCRIBERS_MAX + 1];
-	if (pub->untethered_ns) { /* wake up to evict in time */
-		int64_t check = ipc_now_ns() + pub->untethered_ns / 4;
+	int64_t untethered_ns = pub->control.untethered_ns;
+	if (untethered_ns) { /* wake up to evict in time */
+		int64_t check = ipc_now_ns() + untethered_ns / 4;
 		if (check < deadline)
 			deadline = check;
 	}
@@ -949,7 +670,7 @@ static int pub_park(struct crs_pub *pub,
 			  CRS_SUBSCRIBERS_MAX + 1);
 	for (int k = 0; k < n; k++)
 		if (fired[k] == 0)
-			pub_serve(pub);
+			control_serve(&pub->control);
 	return n < 0 && n != -EINTR ? n : 0;
 }
 
@@ -962,9 +683,9 @@ static int pub_wait_for(struct crs_pub *pub,
 	int64_t spin_until = ipc_now_ns() + pub->spin_ns;
 	for (;;) {
 		int64_t now = ipc_now_ns();
-		if (now >= pub->next_serve_ns)
-			pub_serve(pub);
-		pub_flush_latest(pub);
+		if (control_serve_due(&pub->control, now))
+			control_serve(&pub->control);
+		flush_latest(pub);
 		if (ready(pub, arg))
 			return 0;
 		if (now >= deadline)
@@ -980,29 +701,30 @@ static int pub_wait_for(struct crs_pub *pub,
 static int ready_claim(struct crs_pub *pub, uint64_t len)
 {
 	uint64_t pad;
-	if (pub->state != PUB_CONNECTED)
+	if (!pub->ring.open)
 		return 0; /* autoConnect pending: serving will connect */
-	pub_recompute(pub);
-	return pub_check(pub, claim_need(pub, crs_frame_size(len), &pad)) == 0;
+	control_recompute(&pub->control);
+	return pubring_check(&pub->ring, pubring_need(&pub->ring, len, &pad)) ==
+	       0;
 }
 
 int crs_pub_wait(crs_pub *pub, size_t len, int timeout_ms)
 {
-	if (pub->state == PUB_TERMINATED)
-		return -ESHUTDOWN;
+	int state = pub->epoch.state;
 	/* Unconnected: wait only if serving can connect us (autoConnect
 	 * not fired yet); nobody else can call crs_pub_connect meanwhile. */
-	if (pub->state != PUB_CONNECTED && pub->auto_connect < 0)
-		return -ENOTCONN;
-	if (len > pub->max_message)
+	if (state == PUB_TERMINATED ||
+	    (state != PUB_CONNECTED && pub->epoch.auto_connect < 0))
+		return pub_state_error(state);
+	if (len > pub->ring.max_message)
 		return -EMSGSIZE;
 	return pub_wait_for(pub, ready_claim, len, timeout_ms);
 }
 
 static int ready_subscribers(struct crs_pub *pub, uint64_t n)
 {
-	pub_recompute(pub);
-	return (uint64_t)pub->nactive >= n;
+	control_recompute(&pub->control);
+	return (uint64_t)pub->control.nactive >= n;
 }
 
 int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms)
@@ -1014,14 +736,8 @@ int crs_pub_wait_subscribers(crs_pub *pub, int n, int timeout_ms)
 static int ready_consumed(struct crs_pub *pub, uint64_t unused)
 {
 	(void)unused;
-	pub_recompute(pub);
-	for (uint32_t i = 0; i < pub->max_subscribers; i++) {
-		const struct pub_slot *s = &pub->slots[i];
-		uint64_t end = s->end_pos < pub->pos ? s->end_pos : pub->pos;
-		if (s->used && s->consumed < end)
-			return 0;
-	}
-	return 1;
+	control_recompute(&pub->control);
+	return control_all_consumed(&pub->control);
 }
 
 int crs_pub_wait_consumed(crs_pub *pub, int timeout_ms)
@@ -1033,20 +749,21 @@ void crs_pub_close(crs_pub *pub)
 {
 	if (!pub)
 		return;
-	pub_close_epochs(pub);
-	crs_store_relaxed(&pub->hdr->stats.state, (uint32_t)CRS_STATS_CLOSED);
+	epoch_close(&pub->epoch);
+	crs_store_relaxed(&pub->ring.hdr->stats.state,
+			  (uint32_t)CRS_STATS_CLOSED);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
-	pub_drop_all(pub);
+	control_close(&pub->control);
 	ipc_close(pub->listen_fd);
 	ipc_close(pub->ep);
 	ipc_waitset_free(pub->ws);
-	ipc_unmap(pub->hdr, pub->data_size);
+	ipc_unmap(pub->ring.hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
 	crs_paths_close(&pub->paths);
-	crs_retain_free(&pub->retain);
+	epoch_free(&pub->epoch);
 	free(pub->latest);
 	free(pub);
 }

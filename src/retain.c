@@ -10,12 +10,12 @@
 
 #define MARKS_MAX (1u << 20)
 
-int crs_retain_init(struct crs_retain *r, uint64_t count_max,
-		    uint64_t bytes_max, int64_t age_max_ns, uint64_t ring_size)
+int retain_init(struct retain *r, uint64_t count_max, uint64_t bytes_max,
+		int64_t age_max_ns, uint64_t ring_size)
 {
-	*r = (struct crs_retain){ .count_max = count_max,
-				  .bytes_max = bytes_max,
-				  .age_max_ns = age_max_ns };
+	*r = (struct retain){ .count_max = count_max,
+			      .bytes_max = bytes_max,
+			      .age_max_ns = age_max_ns };
 	if (!age_max_ns)
 		return 0;
 	/* At most one mark per message the ring can hold. */
@@ -25,14 +25,13 @@ int crs_retain_init(struct crs_retain *r, uint64_t count_max,
 	return r->marks ? 0 : -ENOMEM;
 }
 
-void crs_retain_free(struct crs_retain *r)
+void retain_free(struct retain *r)
 {
 	free(r->marks);
 	r->marks = NULL;
 }
 
-void crs_retain_reset(struct crs_retain *r, uint64_t pos, uint64_t seq,
-		      uint64_t bytes)
+void retain_reset(struct retain *r, uint64_t pos, uint64_t seq, uint64_t bytes)
 {
 	r->tail_pos = pos;
 	r->tail_seq = seq;
@@ -40,12 +39,12 @@ void crs_retain_reset(struct crs_retain *r, uint64_t pos, uint64_t seq,
 	r->head = r->len = 0;
 }
 
-static struct crs_retain_mark *mark_at(const struct crs_retain *r, uint32_t i)
+static struct retain_mark *mark_at(const struct retain *r, uint32_t i)
 {
 	return &r->marks[(r->head + i) % r->cap];
 }
 
-void crs_retain_note(struct crs_retain *r, uint64_t seq, int64_t t)
+void retain_note(struct retain *r, uint64_t seq, int64_t t)
 {
 	if (!r->marks)
 		return;
@@ -55,16 +54,16 @@ void crs_retain_note(struct crs_retain *r, uint64_t seq, int64_t t)
 		r->head = (r->head + 1) % r->cap;
 		r->len--;
 	}
-	*mark_at(r, r->len) = (struct crs_retain_mark){ seq, t };
+	*mark_at(r, r->len) = (struct retain_mark){ seq, t };
 	r->len++;
 }
 
 /* Time at which the tail message was committed, from the marks. */
-int64_t crs_retain_oldest_time(const struct crs_retain *r)
+int64_t retain_oldest_time(const struct retain *r)
 {
 	int64_t t = INT64_MIN;
 	for (uint32_t i = 0; i < r->len; i++) {
-		const struct crs_retain_mark *m = mark_at(r, i);
+		const struct retain_mark *m = mark_at(r, i);
 		if (m->seq > r->tail_seq)
 			break;
 		t = m->t;
@@ -72,7 +71,7 @@ int64_t crs_retain_oldest_time(const struct crs_retain *r)
 	return t;
 }
 
-static int too_old(struct crs_retain *r, int64_t now)
+static int too_old(struct retain *r, int64_t now)
 {
 	if (!r->age_max_ns)
 		return 0;
@@ -81,13 +80,13 @@ static int too_old(struct crs_retain *r, int64_t now)
 		r->head = (r->head + 1) % r->cap;
 		r->len--;
 	}
-	int64_t t = crs_retain_oldest_time(r);
+	int64_t t = retain_oldest_time(r);
 	return t != INT64_MIN && now - t > r->age_max_ns;
 }
 
 /* Move the tail past one frame. Returns 0 if there is none. */
-static int advance(struct crs_retain *r, const uint8_t *ring,
-		   uint64_t ring_size, uint64_t pos)
+static int advance(struct retain *r, const uint8_t *ring, uint64_t ring_size,
+		   uint64_t pos)
 {
 	if (r->tail_pos >= pos)
 		return 0;
@@ -104,9 +103,9 @@ static int advance(struct crs_retain *r, const uint8_t *ring,
 	return 1;
 }
 
-void crs_retain_trim(struct crs_retain *r, const uint8_t *ring,
-		     uint64_t ring_size, uint64_t pos, uint64_t seq,
-		     uint64_t bytes, int64_t now, uint64_t keep_from)
+void retain_trim(struct retain *r, const uint8_t *ring, uint64_t ring_size,
+		 uint64_t pos, uint64_t seq, uint64_t bytes, int64_t now,
+		 uint64_t keep_from)
 {
 	for (;;) {
 		int over = r->tail_pos < keep_from ||

@@ -13,12 +13,12 @@
 
 #include "ipc/compiler.h"
 
-struct crs_retain_mark {
+struct retain_mark {
 	uint64_t seq; /* first message committed at or after time t */
 	int64_t t;
 };
 
-struct crs_retain {
+struct retain {
 	uint64_t count_max; /* 0: no bound */
 	uint64_t bytes_max; /* 0: no bound */
 	int64_t age_max_ns; /* 0: no bound */
@@ -27,27 +27,26 @@ struct crs_retain {
 	uint64_t tail_bytes; /* payload bytes committed before the tail */
 	/* Age marks, oldest first, in a circular array: a mark is added
 	 * whenever the clock moved on since the last one. */
-	struct crs_retain_mark *marks;
+	struct retain_mark *marks;
 	uint32_t cap, head, len;
 };
 
 /* Bounds as given; age needs room for marks. 0 or -ENOMEM. */
-CRS_MUST_USE int crs_retain_init(struct crs_retain *r, uint64_t count_max,
-				 uint64_t bytes_max, int64_t age_max_ns,
-				 uint64_t ring_size);
-void crs_retain_free(struct crs_retain *r);
+CRS_MUST_USE int retain_init(struct retain *r, uint64_t count_max,
+			     uint64_t bytes_max, int64_t age_max_ns,
+			     uint64_t ring_size);
+void retain_free(struct retain *r);
 /* Retain nothing before (pos, seq, bytes): a new epoch starts there. */
-void crs_retain_reset(struct crs_retain *r, uint64_t pos, uint64_t seq,
-		      uint64_t bytes);
+void retain_reset(struct retain *r, uint64_t pos, uint64_t seq, uint64_t bytes);
 /* Message seq was committed at time t. */
-void crs_retain_note(struct crs_retain *r, uint64_t seq, int64_t t);
+void retain_note(struct retain *r, uint64_t seq, int64_t t);
 /* Advance the tail until the bounds hold at (seq, bytes, now) and the
  * tail is at or after keep_from (the overwrite horizon). ring points at
  * the ring of ring_size bytes; pos is the publisher's position. */
-void crs_retain_trim(struct crs_retain *r, const uint8_t *ring,
-		     uint64_t ring_size, uint64_t pos, uint64_t seq,
-		     uint64_t bytes, int64_t now, uint64_t keep_from);
+void retain_trim(struct retain *r, const uint8_t *ring, uint64_t ring_size,
+		 uint64_t pos, uint64_t seq, uint64_t bytes, int64_t now,
+		 uint64_t keep_from);
 /* Time of the oldest retained message (INT64_MIN if unknown). */
-int64_t crs_retain_oldest_time(const struct crs_retain *r);
+int64_t retain_oldest_time(const struct retain *r);
 
 #endif

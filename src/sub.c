@@ -90,13 +90,14 @@ static void sub_publish(struct crs_sub *sub)
 	 * (relaxed: nothing is read behind it). */
 	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
 	/* The release stores of consumed and requested pair with the
-	 * acquire loads in pub_recompute(); the one of progress, with the
-	 * acquire loads in pub_progress() and pub_changed() (loop.c): a
-	 * publisher that sees the new progress sees the demand behind it. */
+	 * acquire loads in control_recompute(); the one of progress, with
+	 * the acquire loads in control_progress() and
+	 * control_progress_changed(): a publisher that sees the new
+	 * progress sees the demand behind it. */
 	crs_store_relaxed(&c->consumed_seq, sub->seq);
 	crs_store_release(&c->consumed, sub->pos);
 	crs_store_release(&c->requested, sub->requested);
-	crs_store_release(&c->progress, crs_load_relaxed(&c->progress) + 1);
+	shm_inc_release(&c->progress);
 	sub->published_pos = sub->pos;
 	sub->since_publish = 0;
 	/* Orders the stores above before the load of pub_parked; pairs
@@ -121,10 +122,10 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
  * then visible. The first position seen stays: a record is not moved. */
 static void sub_note_stop(struct crs_sub *sub)
 {
-	struct crs_terminal_view t;
+	struct terminal_view t;
 	if (sub->stop_pos != UINT64_MAX)
 		return;
-	switch (crs_terminal_get(&sub->ctl->term, &t)) {
+	switch (terminal_get(&sub->ctl->term, &t)) {
 	case CRS_TERM_COMPLETE:
 	case CRS_TERM_ERROR:
 	case CRS_TERM_DETACHED:
@@ -212,8 +213,8 @@ static int sub_idle(struct crs_sub *sub)
 	skip_padding(sub); /* a terminal may lie just past it */
 	if (sub->pos != sub->published_pos)
 		sub_publish(sub);
-	struct crs_terminal_view t;
-	switch (crs_terminal_get_ctl(sub->ctl, &t)) {
+	struct terminal_view t;
+	switch (terminal_get_ctl(sub->ctl, &t)) {
 	case CRS_TERM_NONE:
 		break;
 	case CRS_TERM_EVICTED:
@@ -543,7 +544,7 @@ void crs_sub_cancel(crs_sub *sub)
 	sub->gap_pending = 0;
 	if (!sub->ctl)
 		return;
-	/* Read by pub_recompute(): our demand no longer holds anyone. It
+	/* Read by control_recompute(): our demand no longer holds anyone. It
 	 * loads the flag relaxed and reads nothing behind it; the release
 	 * only keeps it before sub_publish()'s progress bump, which wakes
 	 * the publisher to look. */
@@ -567,13 +568,13 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 	if (sub->opening) /* nothing mapped yet: the opener's fds */
 		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
-	 * pub_wake_all(): having seen a wake's value, we also see the
+	 * pubring_wake_all(): having seen a wake's value, we also see the
 	 * terminal records written before it (epoch.c). */
 	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
 	/* A publisher that skips its commit fence is asked for it. */
 	uint64_t ask = !sub->pub_fences && sub->pub_fence_ask ? CRS_PARK_FENCE
 							      : 0;
-	/* Read by wake_if_parked() (pub.c) after each commit. */
+	/* Read by pubring_wake_if_parked() after each commit. */
 	crs_store_relaxed(&sub->ctl->parked, CRS_PARK_ASLEEP | ask | seen);
 	sub->parkers++;
 	sub->parked_received = sub->received;
@@ -609,8 +610,7 @@ void sub_withdraw(struct crs_sub *sub)
 	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
 	crs_store_relaxed(&sub->ctl->parked, sub->fence_word);
-	crs_store_relaxed(&sub->ctl->wakeups,
-			  crs_load_relaxed(&sub->ctl->wakeups) + 1);
+	shm_inc(&sub->ctl->wakeups);
 }
 
 void sub_hangup(struct crs_sub *sub)
@@ -763,7 +763,7 @@ static void sub_stop_opening(struct crs_sub *sub)
 /* Take an attachment: read from its start, with our demand. A stream
  * after an earlier one (following) is reported as a gap first, and
  * inherits the demand the earlier one left outstanding. */
-static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
+static void sub_attach(struct crs_sub *sub, const struct attach *at)
 {
 	int again = sub->ended;
 	sub->at = *at;
@@ -808,7 +808,7 @@ static void sub_attach(struct crs_sub *sub, const struct crs_attach *at)
  * -CRS_EEND (it failed: that is how this subscription ends). */
 static int sub_open_step(struct crs_sub *sub)
 {
-	struct crs_attach at;
+	struct attach at;
 	int r = crs_opener_step(&sub->op, &at);
 	if (r == 0)
 		return 0;
@@ -832,7 +832,7 @@ static void sub_follow(struct crs_sub *sub)
 	crs_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
 	sub->fence_word = 0;
-	crs_detach(&sub->at);
+	attach_close(&sub->at);
 	sub->stream_gen++; /* data_signal is unmapped */
 	sub->hdr = NULL;
 	sub->ctl = NULL;
@@ -873,7 +873,7 @@ static void sub_free(struct crs_sub *sub)
 {
 	merge_close(sub);
 	sub_stop_opening(sub);
-	crs_detach(&sub->at);
+	attach_close(&sub->at);
 	ipc_waitset_free(sub->ws);
 	free(sub);
 }
@@ -922,9 +922,9 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		*out = sub;
 		return 0;
 	}
-	struct crs_attach at;
-	err = crs_attach(name, CRS_ROLE_SUBSCRIBER, o.wait_ms, o.handshake_ms,
-			 &at);
+	struct attach at;
+	err = attach_open(name, HS_ROLE_SUBSCRIBER, o.wait_ms, o.handshake_ms,
+			  &at);
 	if (err) {
 		sub_free(sub);
 		return err == -ECONNREFUSED ? -ENOENT : err; /* leftovers */

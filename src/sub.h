@@ -57,7 +57,7 @@ struct crs_sub {
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;
-	struct crs_attach at; /* sockets and mappings */
+	struct attach at; /* sockets and mappings */
 	/* Opening without blocking, and following the name (opener.h). */
 	char name[CRS_NAME_MAX + 1];
 	int handshake_ms;
@@ -77,6 +77,23 @@ struct crs_sub {
 	 * goes there; the fields above hold only its demand and end. */
 	struct crs_merge *merge;
 };
+
+/* For loop.c, which reads no field itself. Bumped when what a waitset
+ * may be armed on goes away (stream_gen); the end was told to the
+ * application, or it cancelled (end_delivered); follows the name to its
+ * next publisher (follow). */
+static inline uint32_t sub_stream_gen(const struct crs_sub *sub)
+{
+	return sub->stream_gen;
+}
+static inline int sub_end_told(const struct crs_sub *sub)
+{
+	return sub->end_delivered;
+}
+static inline int sub_follows(const struct crs_sub *sub)
+{
+	return sub->follow;
+}
 
 /* 1 if crs_sub_poll() would return non-zero now (a message within
  * demand, or the end), 0 otherwise. */

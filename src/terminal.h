@@ -17,7 +17,7 @@
 #include "atomics.h"
 #include "layout.h"
 
-struct crs_terminal_view {
+struct terminal_view {
 	uint32_t state; /* enum crs_term_state; anything else is corrupt */
 	int code;
 	uint64_t pos;
@@ -25,9 +25,9 @@ struct crs_terminal_view {
 	char message[CRS_ERRMSG_MAX + 1];
 };
 
-static inline void crs_terminal_put(struct crs_terminal *t, uint32_t state,
-				    int code, uint64_t pos, uint64_t seq,
-				    const char *message)
+static inline void terminal_put(struct crs_terminal *t, uint32_t state,
+				int code, uint64_t pos, uint64_t seq,
+				const char *message)
 {
 	t->code = code;
 	t->pos = pos;
@@ -35,12 +35,12 @@ static inline void crs_terminal_put(struct crs_terminal *t, uint32_t state,
 	memset(t->message, 0, sizeof(t->message));
 	if (message)
 		strlcpy(t->message, message, CRS_ERRMSG_MAX + 1);
-	/* Pairs with the acquire load in crs_terminal_get(). */
+	/* Pairs with the acquire load in terminal_get(). */
 	crs_store_release(&t->state, state);
 }
 
-static inline uint32_t crs_terminal_get(const struct crs_terminal *t,
-					struct crs_terminal_view *v)
+static inline uint32_t terminal_get(const struct crs_terminal *t,
+				    struct terminal_view *v)
 {
 	v->state = crs_load_acquire(&t->state);
 	if (v->state == CRS_TERM_NONE)
@@ -57,24 +57,24 @@ static inline uint32_t crs_terminal_get(const struct crs_terminal *t,
  * state word (release), whatever record it had; that record's other
  * fields are not touched. The slot is dropped right after, so nothing
  * writes evict again. */
-static inline void crs_terminal_evict(struct crs_ctl *ctl, int code,
-				      const char *message)
+static inline void terminal_evict(struct crs_ctl *ctl, int code,
+				  const char *message)
 {
 	ctl->evict.code = code;
 	memset(ctl->evict.message, 0, sizeof(ctl->evict.message));
 	if (message)
 		strlcpy(ctl->evict.message, message, CRS_ERRMSG_MAX + 1);
-	/* Pairs with the acquire load in crs_terminal_get_ctl(). */
+	/* Pairs with the acquire load in terminal_get_ctl(). */
 	crs_store_release(&ctl->term.state, (uint32_t)CRS_TERM_EVICTED);
 }
 
 /* A subscriber's own end (ctl->term), with code and message of its
  * eviction record when it was evicted. */
-static inline uint32_t crs_terminal_get_ctl(const struct crs_ctl *ctl,
-					    struct crs_terminal_view *v)
+static inline uint32_t terminal_get_ctl(const struct crs_ctl *ctl,
+					struct terminal_view *v)
 {
-	if (crs_terminal_get(&ctl->term, v) == CRS_TERM_EVICTED) {
-		/* After the acquire in crs_terminal_get(): written before. */
+	if (terminal_get(&ctl->term, v) == CRS_TERM_EVICTED) {
+		/* After the acquire in terminal_get(): written before. */
 		v->code = ctl->evict.code;
 		memcpy(v->message, ctl->evict.message, CRS_ERRMSG_MAX);
 		v->message[CRS_ERRMSG_MAX] = 0;

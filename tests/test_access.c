@@ -138,11 +138,11 @@ static int silent_stranger(void *arg, int chan)
 	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	CHECK_EQ(poll(&p, 1, 10000), 1);
-	union crs_hs_msg m;
+	union hs_msg m;
 	char buf[sizeof(m)];
 	ssize_t n = recv(fd, buf, sizeof(buf), 0);
 	CHECK(n > 0);
-	CHECK_EQ(crs_hs_decode(buf, (size_t)n, &m), CRS_HS_REJECT);
+	CHECK_EQ(hs_decode(buf, (size_t)n, &m), HS_REJECT);
 	CHECK_EQ(m.reject.code, EACCES);
 	close(fd);
 	return 0;

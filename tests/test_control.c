@@ -82,7 +82,7 @@ static int raw_answer(crs_pub *pub, int fd, int *code, int timeout_ms)
 		if (tu_now_ms() > deadline)
 			return -ETIMEDOUT;
 	}
-	union crs_hs_msg m;
+	union hs_msg m;
 	char buf[sizeof(m) + 16];
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 4)];
@@ -105,16 +105,16 @@ static int raw_answer(crs_pub *pub, int fd, int *code, int timeout_ms)
 	}
 	if (n <= 0)
 		return 0;
-	int type = crs_hs_decode(buf, (size_t)n, &m);
-	if (type == CRS_HS_REJECT)
+	int type = hs_decode(buf, (size_t)n, &m);
+	if (type == HS_REJECT)
 		*code = m.reject.code;
 	return type;
 }
 
 static void raw_hello(int fd, uint32_t role, const char *name)
 {
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, role, name);
+	struct hs_hello h;
+	hs_hello_init(&h, role, name);
 	assert_int_equal(send(fd, &h, sizeof(h), MSG_NOSIGNAL), sizeof(h));
 }
 
@@ -344,7 +344,7 @@ static void test_silent_peers(void **state)
 	run_opener(pub, &o); /* admitted long before the HELLO timeout */
 	/* The oldest silent peers were told why they were dropped. */
 	int code = 0;
-	assert_int_equal(raw_answer(pub, silent[0], &code, 5000), CRS_HS_REJECT);
+	assert_int_equal(raw_answer(pub, silent[0], &code, 5000), HS_REJECT);
 	assert_int_equal(code, ETIMEDOUT);
 	for (int i = 0; i < 48; i++)
 		close(silent[i]);
@@ -549,10 +549,10 @@ static void test_slot_quotas(void **state)
 	assert_int_equal(crs_pub_create(name, &po, &pub), 0);
 	int fd1 = raw_connect(tu_dir(), name), fd2 = raw_connect(tu_dir(), name);
 	int code = 0;
-	raw_hello(fd1, CRS_ROLE_SUBSCRIBER, name);
-	assert_int_equal(raw_answer(pub, fd1, &code, 5000), CRS_HS_WELCOME);
-	raw_hello(fd2, CRS_ROLE_SUBSCRIBER, name);
-	assert_int_equal(raw_answer(pub, fd2, &code, 5000), CRS_HS_WELCOME);
+	raw_hello(fd1, HS_ROLE_SUBSCRIBER, name);
+	assert_int_equal(raw_answer(pub, fd1, &code, 5000), HS_WELCOME);
+	raw_hello(fd2, HS_ROLE_SUBSCRIBER, name);
+	assert_int_equal(raw_answer(pub, fd2, &code, 5000), HS_WELCOME);
 	o = (struct opener){ .count = 2, .expect = -EDQUOT,
 			     .msg = "max_per_uid" };
 	strcpy(o.name, name);
@@ -575,7 +575,7 @@ static void test_control_work_bounded(void **state)
 	for (int i = 0; i < N; i++) {
 		fd[i] = raw_connect(tu_dir(), name);
 		assert_true(fd[i] >= 0);
-		raw_hello(fd[i], CRS_ROLE_INSPECTOR, name);
+		raw_hello(fd[i], HS_ROLE_INSPECTOR, name);
 	}
 	crs_pub_serve(pub);
 	int answered = 0;
@@ -589,7 +589,7 @@ static void test_control_work_bounded(void **state)
 	int code;
 	for (int i = 0; i < N; i++)
 		assert_int_equal(raw_answer(pub, fd[i], &code, 10000),
-				 CRS_HS_WELCOME);
+				 HS_WELCOME);
 	for (int i = 0; i < N; i++)
 		close(fd[i]);
 	crs_pub_close(pub);

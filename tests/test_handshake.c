@@ -1,6 +1,6 @@
 /*
  * test_handshake.c - the handshake protocol and stream names: every
- * message crs_hs_decode() must accept or refuse, crs_name_check(), the
+ * message hs_decode() must accept or refuse, crs_name_check(), the
  * publisher's option checks, the runtime directory's safety checks, and
  * a live publisher answering raw, malformed handshakes on its socket
  * without being disturbed.
@@ -18,12 +18,12 @@
 
 /* Decode from a heap copy of exactly len bytes, so that ASan catches any
  * read past the end. */
-static int decode(const void *msg, size_t len, union crs_hs_msg *out)
+static int decode(const void *msg, size_t len, union hs_msg *out)
 {
 	void *copy = malloc(len ? len : 1);
 	assert_non_null(copy);
 	memcpy(copy, msg, len);
-	int r = crs_hs_decode(copy, len, out);
+	int r = hs_decode(copy, len, out);
 	free(copy);
 	return r;
 }
@@ -31,33 +31,33 @@ static int decode(const void *msg, size_t len, union crs_hs_msg *out)
 static void test_decode_valid(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "stream-1");
-	assert_int_equal(decode(&h, sizeof(h), &out), CRS_HS_HELLO);
-	assert_int_equal(out.hello.role, CRS_ROLE_SUBSCRIBER);
+	union hs_msg out;
+	struct hs_hello h;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "stream-1");
+	assert_int_equal(decode(&h, sizeof(h), &out), HS_HELLO);
+	assert_int_equal(out.hello.role, HS_ROLE_SUBSCRIBER);
 	assert_string_equal(out.hello.name, "stream-1");
 
-	crs_hs_hello_init(&h, CRS_ROLE_INSPECTOR, "x");
-	assert_int_equal(decode(&h, sizeof(h), &out), CRS_HS_HELLO);
-	assert_int_equal(out.hello.role, CRS_ROLE_INSPECTOR);
+	hs_hello_init(&h, HS_ROLE_INSPECTOR, "x");
+	assert_int_equal(decode(&h, sizeof(h), &out), HS_HELLO);
+	assert_int_equal(out.hello.role, HS_ROLE_INSPECTOR);
 
-	struct crs_hs_welcome w;
-	crs_hs_welcome_init(&w);
+	struct hs_welcome w;
+	hs_welcome_init(&w);
 	w.slot = 7;
 	w.layout_version = 1;
 	w.data_size = 8192 + 4096;
 	w.ctl_size = 4096;
 	w.start_pos = 4096;
 	w.start_seq = 99;
-	assert_int_equal(decode(&w, sizeof(w), &out), CRS_HS_WELCOME);
+	assert_int_equal(decode(&w, sizeof(w), &out), HS_WELCOME);
 	assert_int_equal(out.welcome.slot, 7);
 	assert_int_equal(out.welcome.start_pos, 4096);
 	assert_int_equal(out.welcome.start_seq, 99);
 
-	struct crs_hs_reject r;
-	crs_hs_reject_init(&r, ECONNREFUSED, "full");
-	assert_int_equal(decode(&r, sizeof(r), &out), CRS_HS_REJECT);
+	struct hs_reject r;
+	hs_reject_init(&r, ECONNREFUSED, "full");
+	assert_int_equal(decode(&r, sizeof(r), &out), HS_REJECT);
 	assert_int_equal(out.reject.code, ECONNREFUSED);
 	assert_string_equal(out.reject.reason, "full");
 }
@@ -68,26 +68,26 @@ static void test_decode_reject_reason_truncated(void **state)
 	char longr[300];
 	memset(longr, 'r', sizeof(longr) - 1);
 	longr[sizeof(longr) - 1] = 0;
-	struct crs_hs_reject r;
-	crs_hs_reject_init(&r, EPERM, longr);
-	union crs_hs_msg out;
-	assert_int_equal(decode(&r, sizeof(r), &out), CRS_HS_REJECT);
-	assert_int_equal(strlen(out.reject.reason), CRS_HS_REASON_MAX);
+	struct hs_reject r;
+	hs_reject_init(&r, EPERM, longr);
+	union hs_msg out;
+	assert_int_equal(decode(&r, sizeof(r), &out), HS_REJECT);
+	assert_int_equal(strlen(out.reject.reason), HS_REASON_MAX);
 }
 
 static void test_decode_bad_magic_version(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "s");
+	union hs_msg out;
+	struct hs_hello h;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "s");
 	h.head.magic = 0x12345678;
 	assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EPROTO);
-	h.head.magic = CRS_HS_MAGIC ^ 1;
+	h.head.magic = HS_MAGIC ^ 1;
 	assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EPROTO);
 
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "s");
-	h.head.version = CRS_HS_VERSION + 1;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "s");
+	h.head.version = HS_VERSION + 1;
 	assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EVERSION);
 	h.head.version = 0;
 	assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EVERSION);
@@ -100,13 +100,13 @@ static void test_decode_bad_magic_version(void **state)
 static void test_decode_bad_length(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
-	struct crs_hs_welcome w;
-	struct crs_hs_reject r;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "s");
-	crs_hs_welcome_init(&w);
-	crs_hs_reject_init(&r, EPERM, "no");
+	union hs_msg out;
+	struct hs_hello h;
+	struct hs_welcome w;
+	struct hs_reject r;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "s");
+	hs_welcome_init(&w);
+	hs_reject_init(&r, EPERM, "no");
 	const struct {
 		const void *m;
 		size_t len;
@@ -116,18 +116,18 @@ static void test_decode_bad_length(void **state)
 		assert_int_equal(decode(msgs[i].m, len - 1, &out), -CRS_EPROTO);
 		assert_int_equal(decode(msgs[i].m, 0, &out), -CRS_EPROTO);
 		assert_int_equal(decode(msgs[i].m, 3, &out), -CRS_EPROTO);
-		assert_int_equal(decode(msgs[i].m, sizeof(struct crs_hs_head),
+		assert_int_equal(decode(msgs[i].m, sizeof(struct hs_head),
 					&out),
 				 -CRS_EPROTO);
 		/* One byte too many. */
-		char big[sizeof(union crs_hs_msg) + 8];
+		char big[sizeof(union hs_msg) + 8];
 		memset(big, 0, sizeof(big));
 		memcpy(big, msgs[i].m, len);
 		assert_int_equal(decode(big, len + 1, &out), -CRS_EPROTO);
 		assert_int_equal(decode(big, sizeof(big), &out), -CRS_EPROTO);
 	}
 	/* A HELLO with the length of a WELCOME and vice versa. */
-	char buf[sizeof(union crs_hs_msg)];
+	char buf[sizeof(union hs_msg)];
 	memset(buf, 0, sizeof(buf));
 	memcpy(buf, &h, sizeof(h.head));
 	if (sizeof(w) != sizeof(h))
@@ -137,9 +137,9 @@ static void test_decode_bad_length(void **state)
 static void test_decode_bad_type(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "s");
+	union hs_msg out;
+	struct hs_hello h;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "s");
 	const uint16_t types[] = { 0, 4, 5, 0xffff };
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		h.head.type = types[i];
@@ -150,37 +150,37 @@ static void test_decode_bad_type(void **state)
 static void test_decode_unterminated(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, "s");
+	union hs_msg out;
+	struct hs_hello h;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, "s");
 	memset(h.name, 'a', sizeof(h.name));
 	assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EPROTO);
 	/* Terminated at the very last byte is fine. */
 	h.name[sizeof(h.name) - 1] = 0;
-	assert_int_equal(decode(&h, sizeof(h), &out), CRS_HS_HELLO);
+	assert_int_equal(decode(&h, sizeof(h), &out), HS_HELLO);
 
-	struct crs_hs_reject r;
-	crs_hs_reject_init(&r, EPERM, "x");
+	struct hs_reject r;
+	hs_reject_init(&r, EPERM, "x");
 	memset(r.reason, 'b', sizeof(r.reason));
 	assert_int_equal(decode(&r, sizeof(r), &out), -CRS_EPROTO);
 	r.reason[sizeof(r.reason) - 1] = 0;
-	assert_int_equal(decode(&r, sizeof(r), &out), CRS_HS_REJECT);
+	assert_int_equal(decode(&r, sizeof(r), &out), HS_REJECT);
 }
 
 static void test_decode_bad_role_and_code(void **state)
 {
 	(void)state;
-	union crs_hs_msg out;
-	struct crs_hs_hello h;
+	union hs_msg out;
+	struct hs_hello h;
 	const uint32_t roles[] = { 0, 3, 4, 0x80000001u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
-		crs_hs_hello_init(&h, roles[i], "s");
+		hs_hello_init(&h, roles[i], "s");
 		assert_int_equal(decode(&h, sizeof(h), &out), -CRS_EPROTO);
 	}
-	struct crs_hs_reject r;
+	struct hs_reject r;
 	const int codes[] = { 0, -1, -EPERM, INT32_MIN };
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-		crs_hs_reject_init(&r, EPERM, "x");
+		hs_reject_init(&r, EPERM, "x");
 		r.code = codes[i];
 		assert_int_equal(decode(&r, sizeof(r), &out), -CRS_EPROTO);
 	}
@@ -191,25 +191,24 @@ static void test_decode_garbage(void **state)
 	(void)state;
 	/* Random bytes of every length: never a crash, never accepted
 	 * unless the magic and version happen to be right. */
-	union crs_hs_msg out;
-	uint8_t buf[sizeof(union crs_hs_msg) + 16];
+	union hs_msg out;
+	uint8_t buf[sizeof(union hs_msg) + 16];
 	for (uint64_t i = 0; i < 20000; i++) {
 		size_t len = (size_t)(tu_mix(i) % sizeof(buf));
 		tu_fill(buf, len, i);
 		if (i & 1 && len >= 8) {
 			/* Right head, random body and type. */
-			struct crs_hs_head hd = { CRS_HS_MAGIC, CRS_HS_VERSION,
-						  (uint16_t)(1 + i % 3) };
+			struct hs_head hd = { HS_MAGIC, HS_VERSION,
+					      (uint16_t)(1 + i % 3) };
 			memcpy(buf, &hd, sizeof(hd));
 		}
 		int r = decode(buf, len, &out);
 		assert_true(r == -CRS_EPROTO || r == -CRS_EVERSION ||
-			    r == CRS_HS_HELLO || r == CRS_HS_WELCOME ||
-			    r == CRS_HS_REJECT);
-		if (r == CRS_HS_HELLO)
+			    r == HS_HELLO || r == HS_WELCOME || r == HS_REJECT);
+		if (r == HS_HELLO)
 			assert_non_null(memchr(out.hello.name, 0,
 					       sizeof(out.hello.name)));
-		if (r == CRS_HS_REJECT)
+		if (r == HS_REJECT)
 			assert_true(out.reject.code > 0);
 	}
 }
@@ -413,7 +412,7 @@ static void raw_send(int fd, const void *buf, size_t len, int pass_fd)
 /* Serve pub until fd has an answer (or hangs up). Returns the decoded
  * type, 0 on hangup without an answer, and closes received fds after
  * counting them in *nfds. */
-static int raw_answer(crs_pub *pub, int fd, union crs_hs_msg *out, int *nfds)
+static int raw_answer(crs_pub *pub, int fd, union hs_msg *out, int *nfds)
 {
 	int64_t deadline = tu_now_ms() + 10000;
 	*nfds = 0;
@@ -425,7 +424,7 @@ static int raw_answer(crs_pub *pub, int fd, union crs_hs_msg *out, int *nfds)
 		if (tu_now_ms() > deadline)
 			fail_msg("publisher never answered the handshake");
 	}
-	char buf[sizeof(union crs_hs_msg) + 16];
+	char buf[sizeof(union hs_msg) + 16];
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 8)];
 		struct cmsghdr align;
@@ -450,7 +449,7 @@ static int raw_answer(crs_pub *pub, int fd, union crs_hs_msg *out, int *nfds)
 	}
 	if (n <= 0)
 		return 0;
-	return crs_hs_decode(buf, (size_t)n, out);
+	return hs_decode(buf, (size_t)n, out);
 }
 
 static void expect_reject(crs_pub *pub, const char *name, const void *m,
@@ -459,7 +458,7 @@ static void expect_reject(crs_pub *pub, const char *name, const void *m,
 	int before = crs_pub_subscribers(pub);
 	int fd = raw_connect(name);
 	raw_send(fd, m, len, pass_fd);
-	union crs_hs_msg out;
+	union hs_msg out;
 	int nfds;
 	int type = raw_answer(pub, fd, &out, &nfds);
 	close(fd);
@@ -467,14 +466,14 @@ static void expect_reject(crs_pub *pub, const char *name, const void *m,
 		fail_msg("handshake of %zu bytes (fd %d) got %d fds, type %d "
 			 "(code %d, role %u, magic %x, version %u)",
 			 len, pass_fd, nfds, type, code,
-			 ((const struct crs_hs_hello *)m)->role,
-			 ((const struct crs_hs_hello *)m)->head.magic,
-			 ((const struct crs_hs_hello *)m)->head.version);
+			 ((const struct hs_hello *)m)->role,
+			 ((const struct hs_hello *)m)->head.magic,
+			 ((const struct hs_hello *)m)->head.version);
 	if (code == 0) {
 		/* Either a REJECT or a plain hangup, never a WELCOME. */
-		assert_true(type == 0 || type == CRS_HS_REJECT);
+		assert_true(type == 0 || type == HS_REJECT);
 	} else {
-		assert_int_equal(type, CRS_HS_REJECT);
+		assert_int_equal(type, HS_REJECT);
 		assert_int_equal(out.reject.code, code);
 	}
 	assert_int_equal(crs_pub_subscribers(pub), before);
@@ -523,25 +522,25 @@ static void test_raw_handshakes(void **state)
 	o.max_subscribers = 1;
 	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
 
-	struct crs_hs_hello h;
-	crs_hs_hello_init(&h, CRS_ROLE_SUBSCRIBER, name);
-	struct crs_hs_hello bad = h;
+	struct hs_hello h;
+	hs_hello_init(&h, HS_ROLE_SUBSCRIBER, name);
+	struct hs_hello bad = h;
 	bad.head.magic = 0xdeadbeef;
 	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EPROTO);
 	bad = h;
-	bad.head.version = CRS_HS_VERSION + 1;
+	bad.head.version = HS_VERSION + 1;
 	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EVERSION);
 	expect_reject(pub, name, &h, 3, -1, CRS_EPROTO);
 	expect_reject(pub, name, &h, sizeof(h) - 1, -1, CRS_EPROTO);
 	/* An inspector is welcomed with the read-only data memfd only (no
 	 * control segment) and takes no subscriber slot. */
 	bad = h;
-	bad.role = CRS_ROLE_INSPECTOR;
+	bad.role = HS_ROLE_INSPECTOR;
 	int ifd = raw_connect(name);
 	raw_send(ifd, &bad, sizeof(bad), -1);
-	union crs_hs_msg iout;
+	union hs_msg iout;
 	int infds;
-	assert_int_equal(raw_answer(pub, ifd, &iout, &infds), CRS_HS_WELCOME);
+	assert_int_equal(raw_answer(pub, ifd, &iout, &infds), HS_WELCOME);
 	assert_int_equal(infds, 1);
 	close(ifd);
 	assert_int_equal(crs_pub_subscribers(pub), 0);
@@ -552,8 +551,8 @@ static void test_raw_handshakes(void **state)
 	memset(bad.name, 'x', sizeof(bad.name));
 	expect_reject(pub, name, &bad, sizeof(bad), -1, CRS_EPROTO);
 	/* A WELCOME sent to the publisher is not a HELLO. */
-	struct crs_hs_welcome w;
-	crs_hs_welcome_init(&w);
+	struct hs_welcome w;
+	hs_welcome_init(&w);
 	expect_reject(pub, name, &w, sizeof(w), -1, CRS_EPROTO);
 	/* A HELLO must not carry file descriptors. */
 	expect_reject(pub, name, &h, sizeof(h), 0, CRS_EPROTO);
@@ -576,9 +575,9 @@ static void test_raw_handshakes(void **state)
 	 * counts as a subscriber until it hangs up. */
 	fd = raw_connect(name);
 	raw_send(fd, &h, sizeof(h), -1);
-	union crs_hs_msg out;
+	union hs_msg out;
 	int nfds;
-	assert_int_equal(raw_answer(pub, fd, &out, &nfds), CRS_HS_WELCOME);
+	assert_int_equal(raw_answer(pub, fd, &out, &nfds), HS_WELCOME);
 	assert_int_equal(nfds, 2);
 	assert_int_equal(crs_pub_subscribers(pub), 1);
 	/* The only slot is taken: the next one is refused. */
@@ -590,7 +589,7 @@ static void test_raw_handshakes(void **state)
 	/* Through the library, a refused subscriber gets -EUSERS. */
 	fd = raw_connect(name);
 	raw_send(fd, &h, sizeof(h), -1);
-	assert_int_equal(raw_answer(pub, fd, &out, &nfds), CRS_HS_WELCOME);
+	assert_int_equal(raw_answer(pub, fd, &out, &nfds), HS_WELCOME);
 	struct recv_arg refused = { name, 0, -EUSERS };
 	pid_t pid = tu_spawn(child_receive, &refused, NULL, 30);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 15000), 0);

@@ -277,20 +277,22 @@ static void test_hostile_park_word(void **state)
 	pid_t pid = tu_spawn(hostile, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(p, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
-	uint64_t before = atomic_load(&pub->hdr->stats.wakes);
+	uint64_t before = atomic_load(&pub->ring.hdr->stats.wakes);
 	for (uint64_t seq = 0; seq < 200; seq++) {
 		/* Commit only once it claims to sleep on the current value:
 		 * the worst case, every commit. */
-		_Atomic uint64_t *w = &pub->slots[pub->active[0]].ctl->parked;
+		_Atomic uint64_t *w =
+			&pub->control.slots[pub->control.active[0]].ctl->parked;
 		int64_t deadline = tu_now_ms() + 10000;
 		while (atomic_load(w) !=
 			       (1ULL << 32 |
-				atomic_load(&pub->hdr->signal.data_signal)) &&
+				atomic_load(
+					&pub->ring.hdr->signal.data_signal)) &&
 		       tu_now_ms() < deadline)
 			;
 		assert_int_equal(tu_pub_send(p, seq, 32, 10000), 0);
 	}
-	uint64_t wakes = atomic_load(&pub->hdr->stats.wakes) - before;
+	uint64_t wakes = atomic_load(&pub->ring.hdr->stats.wakes) - before;
 	print_message("200 commits, %llu wakes\n", (unsigned long long)wakes);
 	assert_true(wakes <= 2);
 	assert_int_equal(tu_send(chan, 2, 0), 0);
@@ -352,12 +354,14 @@ static void feed(crs_pub *p, uint64_t *seq, int n, int asleep)
 {
 	struct crs_pub *pub = (struct crs_pub *)p;
 	for (int i = 0; i < n; i++, (*seq)++) {
-		_Atomic uint64_t *w = &pub->slots[pub->active[0]].ctl->parked;
+		_Atomic uint64_t *w =
+			&pub->control.slots[pub->control.active[0]].ctl->parked;
 		int64_t deadline = tu_now_ms() + 10000;
 		while (asleep &&
 		       (atomic_load(w) & (CRS_PARK_ASLEEP | 0xffffffffu)) !=
 			       (CRS_PARK_ASLEEP |
-				atomic_load(&pub->hdr->signal.data_signal)) &&
+				atomic_load(
+					&pub->ring.hdr->signal.data_signal)) &&
 		       tu_now_ms() < deadline)
 			;
 		assert_int_equal(tu_pub_send(p, *seq, 32, 10000), 0);
@@ -374,25 +378,25 @@ static void test_fence_ask(void **state)
 	struct crs_pub *pub = (struct crs_pub *)p;
 	/* Registered for membarrier (else the commit always fences and
 	 * nobody asks): asked for while sleeping, kept while awake. */
-	uint64_t ask = pub->fences ? 0 : CRS_PARK_FENCE;
+	uint64_t ask = pub->ring.fences ? 0 : CRS_PARK_FENCE;
 	pid_t pid = tu_spawn(sleeper, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(p, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, F_READY, NULL, 10000), 0);
 	uint64_t seq = 0, word;
-	uint64_t wakes = atomic_load(&pub->hdr->stats.wakes);
+	uint64_t wakes = atomic_load(&pub->ring.hdr->stats.wakes);
 	feed(p, &seq, 10, 1);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, ask);
 	/* Every sleep needed its wake: none lost to the unfenced commit. */
-	assert_true(atomic_load(&pub->hdr->stats.wakes) - wakes >= 10);
+	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 10);
 	feed(p, &seq, 300, 0);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, 0); /* 256 without a sleep: no longer asks */
-	wakes = atomic_load(&pub->hdr->stats.wakes);
+	wakes = atomic_load(&pub->ring.hdr->stats.wakes);
 	feed(p, &seq, 10, 1);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, ask); /* asks again */
-	assert_true(atomic_load(&pub->hdr->stats.wakes) - wakes >= 10);
+	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 10);
 	close(chan);
 	assert_int_equal(tu_serve_wait_child(p, pid, 10000), 0);
 	crs_pub_close(p);

@@ -141,16 +141,16 @@ static int ended_reader(void *arg, int chan)
 	CHECK_EQ(tu_sub_open(name, 16, &sub), 0);
 	CHECK_EQ(tu_send(chan, 1, 0), 0);
 	const struct crs_ctl *ctl = ((struct crs_sub *)sub)->ctl;
-	struct crs_terminal_view before, after;
+	struct terminal_view before, after;
 	uint64_t v;
 	CHECK_EQ(tu_expect(chan, 2, &v, 30000), 0); /* the epoch failed */
-	CHECK_EQ(crs_terminal_get(&ctl->term, &before), CRS_TERM_ERROR);
+	CHECK_EQ(terminal_get(&ctl->term, &before), CRS_TERM_ERROR);
 	CHECK_EQ(before.code, 42);
 	CHECK_EQ(before.seq, 3);
 	CHECK(strcmp(before.message, "boom") == 0);
 	CHECK_EQ(tu_send(chan, 3, 0), 0);
 	CHECK_EQ(tu_expect(chan, 4, &v, 30000), 0); /* we were evicted */
-	CHECK_EQ(crs_terminal_get(&ctl->term, &after), CRS_TERM_EVICTED);
+	CHECK_EQ(terminal_get(&ctl->term, &after), CRS_TERM_EVICTED);
 	CHECK_EQ(after.code, before.code);
 	CHECK_EQ(after.pos, before.pos);
 	CHECK_EQ(after.seq, before.seq);

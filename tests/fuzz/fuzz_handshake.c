@@ -13,21 +13,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	union crs_hs_msg m;
-	int type = crs_hs_decode(data, size, &m);
+	union hs_msg m;
+	int type = hs_decode(data, size, &m);
 	switch (type) {
-	case CRS_HS_HELLO:
+	case HS_HELLO:
 		if (!memchr(m.hello.name, 0, sizeof(m.hello.name)) ||
-		    (m.hello.role != CRS_ROLE_SUBSCRIBER &&
-		     m.hello.role != CRS_ROLE_INSPECTOR))
+		    (m.hello.role != HS_ROLE_SUBSCRIBER &&
+		     m.hello.role != HS_ROLE_INSPECTOR))
 			abort();
 		break;
-	case CRS_HS_REJECT:
+	case HS_REJECT:
 		if (!memchr(m.reject.reason, 0, sizeof(m.reject.reason)) ||
 		    m.reject.code <= 0)
 			abort();
 		break;
-	case CRS_HS_WELCOME:
+	case HS_WELCOME:
 		break;
 	default:
 		if (type != -CRS_EPROTO && type != -CRS_EVERSION)

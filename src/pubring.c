@@ -1,0 +1,160 @@
+/*
+ * pubring.c - the cold half of the publisher's hot part (pubring.h):
+ * setting what claim and commit steer by, padding, flushing deferred
+ * frames, mirroring figures and waking parked subscribers.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "atomics.h"
+#include "frame.h"
+#include "ipc/futex.h"
+#include "park.h"
+#include "pubring.h"
+
+void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
+		  uint64_t ring_size, uint32_t max_message, int replay,
+		  int fences)
+{
+	memset(r, 0, sizeof(*r));
+	r->hdr = hdr;
+	r->ring = (uint8_t *)hdr + CRS_RING_OFFSET;
+	r->ring_size = ring_size;
+	r->mask = ring_size - 1;
+	r->max_message = max_message;
+	r->replay = replay;
+	r->fences = fences;
+	r->until_tick = PUB_SERVE_EVERY;
+	r->hold = 1; /* not open yet */
+}
+
+void pubring_set_open(struct pub_ring *r, int open)
+{
+	r->open = open;
+	r->hold = !open || r->replay;
+	r->claimed = 0;
+}
+
+void pubring_set_notes(struct pub_ring *r, int notes)
+{
+	r->notes = notes;
+}
+
+void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room)
+{
+	r->credit_limit = credit;
+	r->room_limit = room;
+}
+
+void pubring_hold(struct pub_ring *r)
+{
+	pubring_set_limits(r, 0, 0);
+}
+
+void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
+{
+	for (int k = 0; k < n; k++) {
+		r->parked[k] = &ctls[k]->parked;
+		r->watch[k] = (struct pubring_watch){
+			.consumed = &ctls[k]->consumed
+		};
+	}
+	r->nparked = n;
+}
+
+void pubring_set_tick(struct pub_ring *r, int commits)
+{
+	r->until_tick = commits;
+}
+
+void pubring_pad(struct pub_ring *r, uint64_t pad)
+{
+	uint32_t len_flags = CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER);
+	pubring_store_header(r, r->pos, r->pos + pad,
+			     crs_frame_word(r->pos, len_flags));
+	r->pos += pad;
+}
+
+void pubring_mirror(struct pub_ring *r)
+{
+	struct crs_pub_stats *st = &r->hdr->stats;
+	crs_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
+	crs_store_relaxed(&st->published, r->seq - r->more_count);
+	crs_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
+}
+
+void pubring_wake_all(struct pub_ring *r)
+{
+	r->signal++;
+	/* Step c of park.h: W changes before the wake, so a subscriber
+	 * that sleeps on the old value returns at once. The release pairs
+	 * with the acquire load of data_signal in sub_announce(). */
+	crs_store_release(&r->hdr->signal.data_signal, r->signal);
+	ipc_futex_wake(&r->hdr->signal.data_signal, INT_MAX);
+	shm_inc(&r->hdr->stats.wakes);
+}
+
+/* Subscriber k of the parked list announced that it sleeps on the
+ * current signal: is a wake due? Not if it has consumed everything
+ * committed (it read this message before it parked: nothing to wake it
+ * for), and not if we woke it before while it was behind and it has
+ * consumed nothing since. An honest subscriber woken while behind
+ * consumes up to what was committed before that wake, and publishes it
+ * (at its release or in sub_idle) before it parks again; if it cannot
+ * (no demand, its epoch ended), only its own request (after which it
+ * looks again itself) or a terminal signal (which wakes everyone
+ * unconditionally) can give it work. A park word rewritten at every
+ * commit by a hostile peer thus costs one wake, not one per commit. */
+static int wake_due(struct pub_ring *r, int k)
+{
+	struct pubring_watch *w = &r->watch[k];
+	/* Orders the load of the park word before the load of consumed:
+	 * pairs with the full fence in sub_publish(), which comes after
+	 * its store of consumed and before a later announcement. */
+	crs_fence_acquire();
+	uint64_t cons = crs_load_relaxed(w->consumed);
+	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
+		return 0;
+	w->woke = 1;
+	w->woke_consumed = cons;
+	return 1;
+}
+
+void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
+{
+	int fenced = r->fences;
+	for (;;) {
+		if ((w & CRS_PARK_FENCE) && !fenced) {
+			/* Asked for (park.h): orders the header store of
+			 * the commit before the loads of the park words
+			 * from here on; pairs with the fence in
+			 * park_begin() after sub_announce(). */
+			crs_fence_full();
+			fenced = 1;
+			w = crs_load_relaxed(r->parked[i]);
+		}
+		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == r->signal &&
+		    wake_due(r, i)) {
+			pubring_wake_all(r);
+			return;
+		}
+		if (++i == r->nparked)
+			return;
+		w = crs_load_relaxed(r->parked[i]);
+	}
+}
+
+int pubring_flush(struct pub_ring *r)
+{
+	if (!r->more)
+		return 0;
+	/* After the headers of every frame behind it: pairs with the
+	 * acquire load of the header in sub_peek() and sub_next_slow(). */
+	crs_store_release(pubring_header(r, r->more_pos), r->more_word);
+	r->more = 0;
+	uint64_t n = r->more_count;
+	r->more_count = r->more_bytes = 0;
+	pubring_wake_if_parked(r);
+	pubring_mirror(r);
+	return (int)(n < INT32_MAX ? n : INT32_MAX);
+}

@@ -1,0 +1,260 @@
+/*
+ * pubring.h - the publisher's hot part: its view of the ring (position,
+ * sequence, the cached demand and room limits), claim and commit,
+ * deferred frames, and waking parked subscribers after a commit. The
+ * bottom layer of the publisher (pub.h says how the parts stack): it
+ * knows nothing of subscribers' sockets, epochs or retention. The parts
+ * above set what it steers by (pubring_set_limits, pubring_set_open,
+ * pubring_set_parked) and act on what it reports (pubring_noted, a tick
+ * due).
+ * Only pubring.h and pubring.c write struct pub_ring.
+ *
+ * Wakeups follow park.h. As a waker, commit stores the frame header and
+ * then reads each subscriber's park word (pubring_wake_if_parked); the
+ * store-load order this needs comes from a full fence (fences) or,
+ * when this process is registered for membarrier, from the membarrier()
+ * a parking subscriber runs, which keeps the fence off this hot path.
+ */
+#ifndef CRS_PUBRING_H
+#define CRS_PUBRING_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atomics.h"
+#include "crs/crs.h"
+#include "frame.h"
+#include "layout.h"
+#include "park.h"
+
+#define PUB_SERVE_EVERY 16 /* commits between clock checks */
+
+/* The subscribers' words commit reads to decide on a wake (wake_due in
+ * pubring.c). */
+struct pubring_watch {
+	const _Atomic uint64_t *consumed; /* its ctl->consumed */
+	uint64_t woke_consumed; /* consumed when its park word last made us
+				   wake; valid while woke */
+	int woke;
+};
+
+struct pub_ring {
+	/* Read by every claim and commit. */
+	uint8_t *ring;
+	uint64_t ring_size;
+	uint64_t mask;
+	uint64_t pos;	       /* next frame's position */
+	uint64_t seq;	       /* next message's sequence */
+	uint64_t credit_limit; /* may publish while seq < credit_limit */
+	uint64_t room_limit;   /* frames must end 8 bytes before this */
+	uint64_t claim_pos;
+	uint64_t claim_len;
+	int claimed;
+	int hold;	    /* claims take the slow path: not open, or replay */
+	int more;	    /* deferred frames wait for a flush */
+	uint64_t more_pos;  /* the first one: its header is stored last */
+	uint64_t more_word; /* and is this */
+	uint64_t more_count; /* deferred messages and their bytes */
+	uint64_t more_bytes;
+	uint64_t bytes; /* payload bytes committed */
+	int notes;	/* commits are noted (pubring_noted): retention marks */
+	int fences;	/* full fence per commit: membarrier unavailable */
+	uint32_t max_message;
+	uint32_t signal; /* our copy of data_signal */
+	int until_tick;	 /* commits left before the next tick */
+	int nparked;
+	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
+	struct crs_data_header *hdr;
+	/* Read only when a park word says a wake may be due. */
+	int open;   /* connected: claims are allowed (epoch.c says) */
+	int replay; /* CRS_MODE_REPLAY: every claim goes the slow way */
+	struct pubring_watch watch[CRS_SUBSCRIBERS_MAX];
+};
+
+/* The ring of ring_size bytes after hdr (already mapped). */
+void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
+		  uint64_t ring_size, uint32_t max_message, int replay,
+		  int fences);
+/* Claims allowed (connected) or not; a closed ring also ends a claim. */
+void pubring_set_open(struct pub_ring *r, int open);
+/* Commits are noted (pubring_noted): retention keeps age marks. */
+void pubring_set_notes(struct pub_ring *r, int notes);
+/* The limits control_recompute found (serve.c); pubring_hold: none
+ * until the next recompute (the subscriber set or the epoch changed). */
+void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room);
+void pubring_hold(struct pub_ring *r);
+/* The subscribers whose park words commit reads: n of them, in the
+ * order of the control part's active list. Forgets earlier wakes. */
+void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
+/* Commits until the next tick (pubring_commit_end). */
+void pubring_set_tick(struct pub_ring *r, int commits);
+/* Wake every parked subscriber (unconditionally: terminal signals). */
+void pubring_wake_all(struct pub_ring *r);
+/* pubring_wake_if_parked's slow path, from park word i on (w: its
+ * value, with a flag set): fence if asked, then wake if one sleeps on
+ * the signal. */
+void pubring_wake_from(struct pub_ring *r, int i, uint64_t w);
+/* Store position and counters for inspectors (crs_stream_info): kept
+ * here by every commit and stored only at a tick, a serve or a flush,
+ * so the data path stores no shared line per message. */
+void pubring_mirror(struct pub_ring *r);
+/* Publish the deferred frames: their count (0: none). */
+int pubring_flush(struct pub_ring *r);
+/* A padding frame of pad bytes at pos (committed even if the claim is
+ * then aborted: readers step over it by its header alone). */
+void pubring_pad(struct pub_ring *r, uint64_t pad);
+
+/* Bytes a message of len takes at the current position, with the
+ * padding frame needed when it does not fit before the ring's end. */
+static inline uint64_t pubring_need(const struct pub_ring *r, size_t len,
+				    uint64_t *pad)
+{
+	uint64_t frame = crs_frame_size(len);
+	uint64_t off = r->pos & r->mask;
+	*pad = off + frame > r->ring_size ? r->ring_size - off : 0;
+	return *pad + frame;
+}
+
+/* Can a frame of need bytes (padding included) be written now, by the
+ * cached limits? 0, -CRS_ENODEMAND or -CRS_ENOROOM. */
+static inline int pubring_check(const struct pub_ring *r, uint64_t need)
+{
+	if (r->seq >= r->credit_limit)
+		return -CRS_ENODEMAND;
+	if (r->pos + need + CRS_FRAME_HEADER > r->room_limit)
+		return -CRS_ENOROOM;
+	return 0;
+}
+
+/* Open a claim of len bytes at the current position (checked). */
+static inline void *pubring_take(struct pub_ring *r, size_t len)
+{
+	r->claim_pos = r->pos;
+	r->claim_len = len;
+	r->claimed = 1;
+	return r->ring + (r->pos & r->mask) + CRS_FRAME_HEADER;
+}
+
+/* The claim fast path: 0 with *buf, or 1 if anything is unusual (the
+ * caller's slow path sorts it out; nothing was changed). */
+static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
+{
+	uint64_t frame = crs_frame_size(len);
+	uint64_t off = r->pos & r->mask;
+	/* Everything unusual in one test: the cached limits say whether
+	 * demand and room allow it (control_recompute refreshes them). */
+	if (__builtin_expect(r->claimed || r->hold || len > r->max_message ||
+				     r->seq >= r->credit_limit ||
+				     r->pos + frame + CRS_FRAME_HEADER >
+					     r->room_limit ||
+				     off + frame > r->ring_size,
+			     0))
+		return 1;
+	r->claim_pos = r->pos;
+	r->claim_len = len;
+	r->claimed = 1;
+	*buf = r->ring + off + CRS_FRAME_HEADER;
+	return 0;
+}
+
+static inline void pubring_abort(struct pub_ring *r)
+{
+	r->claimed = 0;
+}
+
+static inline _Atomic uint64_t *pubring_header(const struct pub_ring *r,
+					       uint64_t pos)
+{
+	return (_Atomic uint64_t *)(r->ring + (pos & r->mask));
+}
+
+/* Zero the header slot at next, then publish the header word at pos:
+ * the commit of one frame. */
+static inline void pubring_store_header(const struct pub_ring *r, uint64_t pos,
+					uint64_t next, uint64_t word)
+{
+	/* Zero the next header slot first, then publish this one: pairs
+	 * with the acquire load of the header in sub_peek() and
+	 * sub_next_slow(). A reader goes by headers alone, so this
+	 * release store is the whole commit. */
+	crs_store_relaxed(pubring_header(r, next), 0);
+	crs_store_release(pubring_header(r, pos), word);
+}
+
+/* After a commit: wake subscribers parked on the current signal. */
+static inline void pubring_wake_if_parked(struct pub_ring *r)
+{
+	/* Orders the header store of the commit before the loads of the
+	 * park words: pairs with the fence in park_begin() after
+	 * sub_announce(). Registered for membarrier, a compiler fence: a
+	 * word that needs the order carries CRS_PARK_FENCE, and one
+	 * without it is covered by the membarrier() its subscriber runs
+	 * before relying on the fence (park.h). */
+	park_waker_fence(r->fences);
+	for (int i = 0; i < r->nparked; i++) {
+		uint64_t w = crs_load_relaxed(r->parked[i]);
+		if (__builtin_expect(w >> 32 != 0, 0)) {
+			pubring_wake_from(r, i, w);
+			return;
+		}
+	}
+}
+
+/* Count a commit (or flush): 1 if PUB_SERVE_EVERY of them are done,
+ * time for the caller to mirror the figures, serve if due and set the
+ * next count (pubring_set_tick): every caller does. */
+static inline int pubring_count(struct pub_ring *r)
+{
+	return --r->until_tick == 0;
+}
+
+/* After a commit, and the note pubring_noted asked for: wake parked
+ * subscribers, count the commit (pubring_count). */
+static inline int pubring_commit_end(struct pub_ring *r)
+{
+	pubring_wake_if_parked(r);
+	return pubring_count(r);
+}
+
+/* Commit len bytes of the open claim; more: defer its header to the
+ * next flush (then nothing is left to do). Returns 0 or -EINVAL (no
+ * claim, or longer than claimed). Without more, the caller goes on with
+ * pubring_commit_end, after its note if pubring_noted says so. */
+static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
+{
+	if (__builtin_expect(!r->claimed || len > r->claim_len, 0))
+		return -EINVAL;
+	uint64_t pos = r->claim_pos;
+	uint64_t next = pos + crs_frame_size(len);
+	if (more && !r->more) {
+		/* The first deferred frame: its header is stored last, at
+		 * the flush; readers stop at it until then, also at the
+		 * frames behind it whose headers are stored now. */
+		r->more = 1;
+		r->more_pos = pos;
+		r->more_word = crs_frame_word(pos, (uint32_t)len);
+		crs_store_relaxed(pubring_header(r, next), 0);
+	} else {
+		pubring_store_header(r, pos, next,
+				     crs_frame_word(pos, (uint32_t)len));
+	}
+	r->pos = next;
+	r->claimed = 0;
+	r->seq++;
+	r->bytes += len;
+	if (more) {
+		r->more_count++;
+		r->more_bytes += len;
+	}
+	return 0;
+}
+
+/* After a commit: does the caller note it first (retention marks), or
+ * flush deferred frames? */
+static inline int pubring_noted(const struct pub_ring *r)
+{
+	return r->notes | r->more;
+}
+
+#endif
