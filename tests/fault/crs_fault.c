@@ -301,7 +301,7 @@ static int subscriber(const char *name)
 
 struct stats {
 	uint64_t rounds, faults, kills, stops, hangs, violations, errors;
-	uint64_t completed, gone, reused, shared;
+	uint64_t completed, gone, reused, shared, victims_killed;
 };
 
 static pid_t spawn(int (*fn)(const char *), const char *name)
@@ -327,7 +327,9 @@ static int reap(struct stats *st, int round, pid_t pid, int is_pub,
 			st->hangs++;
 			fprintf(stderr, "round %d: pid %d hung\n", round,
 				(int)pid);
-		} else if (!victim) {
+		} else if (victim) {
+			st->victims_killed++; /* before it completed */
+		} else {
 			st->errors++;
 			fprintf(stderr, "round %d: pid %d killed by %d\n",
 				round, (int)pid, WTERMSIG(status));
@@ -616,14 +618,15 @@ int main(int argc, char **argv)
 	       "%llu stop/cont), %llu hangs, %llu violations, %llu errors; "
 	       "subscribers: %llu completed, %llu saw the publisher die; "
 	       "name reused after %llu killed publishers; "
-	       "%llu shared rounds; %.1f s\n",
+	       "%llu shared rounds (%llu victims killed before completing); "
+	       "%.1f s\n",
 	       (unsigned long long)seed, (unsigned long long)st.rounds,
 	       (unsigned long long)st.faults, (unsigned long long)st.kills,
 	       (unsigned long long)st.stops, (unsigned long long)st.hangs,
 	       (unsigned long long)st.violations, (unsigned long long)st.errors,
 	       (unsigned long long)st.completed, (unsigned long long)st.gone,
 	       (unsigned long long)st.reused, (unsigned long long)st.shared,
-	       secs);
+	       (unsigned long long)st.victims_killed, secs);
 	if (json)
 		printf("{\"seed\":%llu,\"rounds\":%llu,\"faults\":%llu,"
 		       "\"kills\":%llu,\"stops\":%llu,\"hangs\":%llu,"
