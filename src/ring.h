@@ -115,6 +115,19 @@ static inline int ring_committed(uint64_t word, uint64_t pos)
 	return crs_frame_word_tag(word) == crs_frame_tag(pos);
 }
 
+/* The hot check's second half: does the committed word at the
+ * 8-aligned pos say a message that fits before the ring's end and within
+ * max_message? */
+static inline int ring_message_fits(const struct ring_view *v, uint64_t word,
+				    uint64_t pos)
+{
+	uint32_t n = crs_frame_word_len_flags(word);
+	/* Offset and size are multiples of 8, so the padding of the
+	 * payload to 8 needs no test. */
+	return n <= v->max_message &&
+	       (pos & v->mask) + CRS_FRAME_HEADER + n <= v->size;
+}
+
 /* The hot check: is word (read at the 8-aligned pos) a committed message
  * that fits before the ring's end and within max_message? Its length is
  * then crs_frame_word_len_flags(word). 0 says nothing more: ask
@@ -122,11 +135,7 @@ static inline int ring_committed(uint64_t word, uint64_t pos)
 static inline int ring_is_message(const struct ring_view *v, uint64_t word,
 				  uint64_t pos)
 {
-	uint32_t n = crs_frame_word_len_flags(word);
-	/* Offset and size are multiples of 8, so the padding of the
-	 * payload to 8 needs no test. */
-	return ring_committed(word, pos) && n <= v->max_message &&
-	       (pos & v->mask) + CRS_FRAME_HEADER + n <= v->size;
+	return ring_committed(word, pos) && ring_message_fits(v, word, pos);
 }
 
 /* The full check of the word read at pos. On RING_MESSAGE, *len is the

@@ -162,7 +162,7 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 				     CRS_TERM_NONE,
 			     0))
 		return 0;
-	if (__builtin_expect(!ring_is_message(&sub->ring, word, pos), 0))
+	if (__builtin_expect(!ring_message_fits(&sub->ring, word, pos), 0))
 		return 0;
 	*len = crs_frame_word_len_flags(word);
 	return 1;
@@ -339,7 +339,10 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 	sub_publish(sub);
 }
 
-static inline void sub_release(struct crs_sub *sub)
+/* Inlined into every caller: gcc's size estimate of the ring.h helpers
+ * left it out of line, a call more per poll and release. */
+static inline __attribute__((always_inline)) void
+sub_release(struct crs_sub *sub)
 {
 	uint32_t n = sub->held;
 	if (!n) {
