@@ -9,7 +9,7 @@
  * does not fit before the ring's end is preceded by a padding frame
  * (PAD flag) that fills the rest of the ring.
  *
- * crs_frame_check() is the one place where a header read from shared
+ * frame_check() is the one place where a header read from shared
  * memory is trusted or refused.
  */
 #ifndef CRS_FRAME_H
@@ -22,24 +22,24 @@
 #define CRS_FRAME_PAD 0x80000000u
 #define CRS_FRAME_LEN_MASK 0x7fffffffu
 
-static inline uint64_t crs_frame_size(uint64_t len)
+static inline uint64_t frame_size(uint64_t len)
 {
 	return (len + CRS_FRAME_HEADER + CRS_FRAME_ALIGN - 1) &
 	       ~(uint64_t)(CRS_FRAME_ALIGN - 1);
 }
 
 /* Never 0, so a zeroed header never looks committed. */
-static inline uint32_t crs_frame_tag(uint64_t pos)
+static inline uint32_t frame_tag(uint64_t pos)
 {
 	return (uint32_t)((pos >> 3) & 0x7fffffffu) | 0x80000000u;
 }
 
-static inline uint64_t crs_frame_word(uint64_t pos, uint32_t len_flags)
+static inline uint64_t frame_word(uint64_t pos, uint32_t len_flags)
 {
-	return (uint64_t)crs_frame_tag(pos) << 32 | len_flags;
+	return (uint64_t)frame_tag(pos) << 32 | len_flags;
 }
 
-enum crs_frame_kind {
+enum frame_kind {
 	CRS_FRAME_CORRUPT = -1,
 	CRS_FRAME_NONE = 0, /* not committed yet */
 	CRS_FRAME_MESSAGE = 1,
@@ -50,12 +50,12 @@ enum crs_frame_kind {
  * payload length; on PADDING, the whole padding frame's size. A frame is
  * refused if it is not 8-aligned, runs past the ring's end, exceeds
  * max_message, or pads anywhere but up to the end. */
-static inline enum crs_frame_kind crs_frame_check(uint64_t word, uint64_t pos,
+static inline enum frame_kind frame_check(uint64_t word, uint64_t pos,
 						  uint64_t ring_size,
 						  uint32_t max_message,
 						  uint64_t *len)
 {
-	if ((uint32_t)(word >> 32) != crs_frame_tag(pos))
+	if ((uint32_t)(word >> 32) != frame_tag(pos))
 		return CRS_FRAME_NONE;
 	uint64_t off = pos & (ring_size - 1);
 	uint32_t lf = (uint32_t)word;
@@ -68,7 +68,7 @@ static inline enum crs_frame_kind crs_frame_check(uint64_t word, uint64_t pos,
 		*len = CRS_FRAME_HEADER + n;
 		return CRS_FRAME_PADDING;
 	}
-	if (n > max_message || off + crs_frame_size(n) > ring_size)
+	if (n > max_message || off + frame_size(n) > ring_size)
 		return CRS_FRAME_CORRUPT;
 	*len = n;
 	return CRS_FRAME_MESSAGE;

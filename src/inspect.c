@@ -33,7 +33,7 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 {
 	struct crs_inspector *in = calloc(1, sizeof(*in));
 	if (!in)
-		return crs_err_set(-ENOMEM, "out of memory");
+		return errmsg_set(-ENOMEM, "out of memory");
 	int err = attach_open(name, HS_ROLE_INSPECTOR, 0, 2000, &in->at);
 	if (err) {
 		free(in);
@@ -73,26 +73,26 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->ring_size = in->at.seg.ring_size;
 	f->max_message = in->at.seg.max_message;
 	f->stream_id = in->at.seg.stream_id;
-	f->subscribers = crs_load_relaxed(&st->subscribers);
-	f->published = crs_load_relaxed(&st->published);
-	f->bytes = crs_load_relaxed(&st->bytes);
-	f->dropped = crs_load_relaxed(&st->dropped);
-	f->wakes = crs_load_relaxed(&st->wakes);
-	f->no_demand = crs_load_relaxed(&st->no_demand);
-	f->no_room = crs_load_relaxed(&st->no_room);
-	f->evicted = crs_load_relaxed(&st->evicted);
-	f->refused = crs_load_relaxed(&st->refused);
-	f->epoch = crs_load_relaxed(&st->epoch);
-	f->retained = crs_load_relaxed(&st->retained);
-	f->retained_bytes = crs_load_relaxed(&st->retained_bytes);
-	int64_t since = crs_load_relaxed(&st->retained_since_ns);
-	int64_t clock = crs_load_relaxed(&st->clock_ns);
+	f->subscribers = shm_load_relaxed(&st->subscribers);
+	f->published = shm_load_relaxed(&st->published);
+	f->bytes = shm_load_relaxed(&st->bytes);
+	f->dropped = shm_load_relaxed(&st->dropped);
+	f->wakes = shm_load_relaxed(&st->wakes);
+	f->no_demand = shm_load_relaxed(&st->no_demand);
+	f->no_room = shm_load_relaxed(&st->no_room);
+	f->evicted = shm_load_relaxed(&st->evicted);
+	f->refused = shm_load_relaxed(&st->refused);
+	f->epoch = shm_load_relaxed(&st->epoch);
+	f->retained = shm_load_relaxed(&st->retained);
+	f->retained_bytes = shm_load_relaxed(&st->retained_bytes);
+	int64_t since = shm_load_relaxed(&st->retained_since_ns);
+	int64_t clock = shm_load_relaxed(&st->clock_ns);
 	f->retained_age_ns = f->mode != CRS_MODE_REPLAY || since == INT64_MIN ||
 					     clock < since
 				     ? -1
 				     : clock - since;
 	f->sampled_ns = ipc_now_ns();
-	uint32_t state = crs_load_relaxed(&st->state);
+	uint32_t state = shm_load_relaxed(&st->state);
 	struct terminal_view t;
 	if (terminal_get(&h->terminal, &t) == CRS_TERM_ERROR) {
 		f->end_code = t.code;
@@ -128,7 +128,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 {
 	read_stream(in, info);
 	const struct crs_data_header *h = in->at.hdr;
-	uint64_t position = crs_load_relaxed(&h->stats.position);
+	uint64_t position = shm_load_relaxed(&h->stats.position);
 	uint64_t min_consumed = position;
 	uint32_t nslots = in->at.seg.max_subscribers;
 	int n = 0;
@@ -137,22 +137,22 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 	struct crs_sub_info all[CRS_SUBSCRIBERS_MAX];
 	for (uint32_t i = 0; i < nslots; i++) {
 		const struct crs_sub_stats *ss = &h->subs[i];
-		if (!crs_load_relaxed(&ss->active))
+		if (!shm_load_relaxed(&ss->active))
 			continue;
 		struct crs_sub_info *s = &all[n++];
 		memset(s, 0, sizeof(*s));
-		uint64_t join = crs_load_relaxed(&ss->join_seq);
-		uint64_t consumed_pos = crs_load_relaxed(&ss->consumed);
+		uint64_t join = shm_load_relaxed(&ss->join_seq);
+		uint64_t consumed_pos = shm_load_relaxed(&ss->consumed);
 		s->slot = (int)i;
 		s->pid = ss->pid;
-		s->requested = crs_load_relaxed(&ss->requested);
-		s->outstanding = crs_credit_outstanding(
-			crs_credit_limit(join, s->requested), info->published);
-		s->consumed = crs_load_relaxed(&ss->consumed_seq);
+		s->requested = shm_load_relaxed(&ss->requested);
+		s->outstanding = credit_outstanding(
+			credit_seq_limit(join, s->requested), info->published);
+		s->consumed = shm_load_relaxed(&ss->consumed_seq);
 		s->joined = join;
 		s->lag_messages = sat_sub(info->published, s->consumed);
 		s->lag_bytes = sat_sub(position, consumed_pos);
-		s->wakeups = crs_load_relaxed(&ss->wakeups);
+		s->wakeups = shm_load_relaxed(&ss->wakeups);
 		if (consumed_pos < min_consumed)
 			min_consumed = consumed_pos;
 	}
@@ -167,9 +167,9 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 
 int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
 {
-	crs_err_begin();
+	errmsg_begin();
 	struct ipc_rundir dir;
-	int err = crs_rundir_open(&dir, 0);
+	int err = name_rundir_open(&dir, 0);
 	if (err == -ENOENT)
 		return 0; /* no directory yet: no stream */
 	if (err < 0)
@@ -177,5 +177,5 @@ int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
 	int n = ipc_dir_list(dir.fd, ".sock", names ? names[0] : NULL,
 			     CRS_NAME_MAX + 1, names ? max : 0);
 	ipc_rundir_close(&dir);
-	return crs_err_code(n);
+	return errmsg_code(n);
 }

@@ -71,16 +71,16 @@ void pubring_pad(struct pub_ring *r, uint64_t pad)
 {
 	uint32_t len_flags = CRS_FRAME_PAD | (uint32_t)(pad - CRS_FRAME_HEADER);
 	pubring_store_header(r, r->pos, r->pos + pad,
-			     crs_frame_word(r->pos, len_flags));
+			     frame_word(r->pos, len_flags));
 	r->pos += pad;
 }
 
 void pubring_mirror(struct pub_ring *r)
 {
 	struct crs_pub_stats *st = &r->hdr->stats;
-	crs_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
-	crs_store_relaxed(&st->published, r->seq - r->more_count);
-	crs_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
+	shm_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
+	shm_store_relaxed(&st->published, r->seq - r->more_count);
+	shm_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
 }
 
 void pubring_wake_all(struct pub_ring *r)
@@ -89,7 +89,7 @@ void pubring_wake_all(struct pub_ring *r)
 	/* Step c of park.h: W changes before the wake, so a subscriber
 	 * that sleeps on the old value returns at once. The release pairs
 	 * with the acquire load of data_signal in sub_announce(). */
-	crs_store_release(&r->hdr->signal.data_signal, r->signal);
+	shm_store_release(&r->hdr->signal.data_signal, r->signal);
 	ipc_futex_wake(&r->hdr->signal.data_signal, INT_MAX);
 	shm_inc(&r->hdr->stats.wakes);
 }
@@ -111,8 +111,8 @@ static int wake_due(struct pub_ring *r, int k)
 	/* Orders the load of the park word before the load of consumed:
 	 * pairs with the full fence in sub_publish(), which comes after
 	 * its store of consumed and before a later announcement. */
-	crs_fence_acquire();
-	uint64_t cons = crs_load_relaxed(w->consumed);
+	shm_fence_acquire();
+	uint64_t cons = shm_load_relaxed(w->consumed);
 	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
 		return 0;
 	w->woke = 1;
@@ -129,9 +129,9 @@ void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
 			 * the commit before the loads of the park words
 			 * from here on; pairs with the fence in
 			 * park_begin() after sub_announce(). */
-			crs_fence_full();
+			shm_fence_full();
 			fenced = 1;
-			w = crs_load_relaxed(r->parked[i]);
+			w = shm_load_relaxed(r->parked[i]);
 		}
 		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == r->signal &&
 		    wake_due(r, i)) {
@@ -140,7 +140,7 @@ void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
 		}
 		if (++i == r->nparked)
 			return;
-		w = crs_load_relaxed(r->parked[i]);
+		w = shm_load_relaxed(r->parked[i]);
 	}
 }
 
@@ -150,7 +150,7 @@ int pubring_flush(struct pub_ring *r)
 		return 0;
 	/* After the headers of every frame behind it: pairs with the
 	 * acquire load of the header in sub_peek() and sub_next_slow(). */
-	crs_store_release(pubring_header(r, r->more_pos), r->more_word);
+	shm_store_release(pubring_header(r, r->more_pos), r->more_word);
 	r->more = 0;
 	uint64_t n = r->more_count;
 	r->more_count = r->more_bytes = 0;

@@ -97,7 +97,7 @@ static int advance(struct retain *r, const uint8_t *ring, uint64_t ring_size,
 		r->tail_pos += (lf & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER;
 		return 1;
 	}
-	r->tail_pos += crs_frame_size(lf);
+	r->tail_pos += frame_size(lf);
 	r->tail_seq++;
 	r->tail_bytes += lf;
 	return 1;

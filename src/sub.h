@@ -65,7 +65,7 @@ struct crs_sub {
 	int gap_pending; /* attached to a new publisher: report CRS_EGAP */
 	uint64_t requested_before; /* totals of the streams before this one */
 	uint64_t received_before;
-	struct crs_opener op;
+	struct opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
 	/* Bumped when what a waitset may be armed on goes away (the old
 	 * stream's mapping, the opener's fds): waits armed before must be
