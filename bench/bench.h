@@ -61,7 +61,8 @@ enum section {
 	SEC_LAT = 4,	 /* ping-pong latency */
 	SEC_WAKE = 8,	 /* wake fan-out */
 	SEC_CATCHUP = 16, /* replay catch-up */
-	SEC_PATTERN = 32  /* the user's pattern: only when asked for */
+	SEC_PATTERN = 32, /* the user's pattern: only when asked for */
+	SEC_MULTIPUB = 64 /* shared streams, 1/2/4 publishers: when asked */
 };
 
 struct config {
@@ -414,6 +415,15 @@ struct pat_sample {
 	char err[200];
 };
 
+/* One row of the multipub section: publishers (0: the plain 1:1 stream)
+ * and the rate of each good round (messages/s delivered). */
+struct mp_row {
+	int pubs;
+	int nrounds, good;
+	double rate[MAX_ROUNDS];
+	double median;
+};
+
 struct results {
 	double pp_first;
 	double *probes, *caps; /* probe round trips, parallel capacity */
@@ -430,6 +440,8 @@ struct results {
 	int ncatchup;
 	struct pat_sample pattern[MAX_ROUNDS];
 	int npattern;
+	struct mp_row multipub[4];
+	int nmultipub;
 	int failures;
 	double wall;
 	char load0[128], load1[128];
@@ -450,6 +462,7 @@ int lat_known(const char *name); /* a latency scenario's name */
 int wake_run(const struct config *cfg, struct results *res);
 int catchup_run(const struct config *cfg, struct results *res);
 int pattern_run(const struct config *cfg, struct results *res);
+int multipub_run(const struct config *cfg, struct results *res);
 
 /* Throughput transports (throughput.c and baselines.c). A transfer has
  * one sender and nrecv receivers, each in its own process. */
@@ -583,6 +596,7 @@ struct target {
 	int measured;	   /* both sides ran */
 	int rounds;	   /* clean rounds the value comes from */
 	int known;	   /* measured, with clean rounds: a verdict */
+	const char *skipped; /* its baseline (Aeron) was skipped: why */
 };
 int targets(const struct config *cfg, const struct results *res,
 	    struct target *t, int max);

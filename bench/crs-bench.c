@@ -45,6 +45,8 @@ static void usage(FILE *f)
 		"(default: all),\n"
 		"                      or pattern (your own, below; only when "
 		"named)\n"
+		"                      or multipub (shared streams, 1/2/4 "
+		"publishers; only when named)\n"
 		"  --scenario NAME     run only NAME (repeatable; 'all' for "
 		"every one, see --list);\n"
 		"                      the baselines a section compares "
@@ -278,6 +280,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			for (char *t = strtok_r(dup, ",", &save); t;
 			     t = strtok_r(NULL, ",", &save)) {
 				unsigned b = !strcmp(t, "pattern") ? SEC_PATTERN
+					     : !strcmp(t, "multipub")
+						     ? SEC_MULTIPUB
 					     : !strcmp(t, "throughput") ? SEC_TP
 					     : !strcmp(t, "fanout")   ? SEC_FAN
 					     : !strcmp(t, "latency")  ? SEC_LAT
@@ -498,6 +502,8 @@ int main(int argc, char **argv)
 		err = catchup_run(&cfg, &res);
 	if (!err && (cfg.sections & SEC_PATTERN))
 		err = pattern_run(&cfg, &res);
+	if (!err && (cfg.sections & SEC_MULTIPUB))
+		err = multipub_run(&cfg, &res);
 	res.wall = (double)(now_ns() - start) / 1e9;
 	read_line("/proc/loadavg", NULL, res.load1, sizeof(res.load1));
 	aeron_driver_stop();

@@ -747,8 +747,10 @@ int lat_run(const struct config *cfg, struct results *res)
 			histo_reset(&cl->h);
 			histo_reset(&cl->clean);
 		}
+	/* Rotated as in tp_run: round r starts at scenario r mod nsel. */
 	for (int round = 0; round < cfg->rounds; round++)
-		for (int i = 0; i < res->nlat; i++) {
+		for (int j = 0; j < res->nlat; j++) {
+			int i = j / nsel * nsel + (j % nsel + round) % nsel;
 			struct lat_cell *cl = &res->lat[i];
 			struct lat_sample *s = &cl->s[cl->n];
 			if (cl->skipped)

@@ -339,6 +339,32 @@ static void pattern_table(const struct config *cfg, const struct results *res)
 	       "(the subscribers held the publisher back)\n");
 }
 
+/* "multipub": per row, publishers (0: the plain 1:1 stream beside), the
+ * median and each good round's rate, messages/s into one subscriber. */
+static void json_multipub(FILE *f, const struct config *cfg,
+			  const struct results *res)
+{
+	fprintf(f, "  \"multipub\": ");
+	if (!(cfg->sections & SEC_MULTIPUB)) {
+		fprintf(f, "null,\n");
+		return;
+	}
+	fprintf(f, "[");
+	for (int i = 0; i < res->nmultipub; i++) {
+		const struct mp_row *m = &res->multipub[i];
+		fprintf(f, "%s\n    {\"publishers\": %d, \"shared\": %s, "
+			   "\"rounds\": %d, \"good_rounds\": %d, "
+			   "\"median_msgs_per_s\": %.0f, \"msgs_per_s\": [",
+			i ? "," : "", m->pubs ? m->pubs : 1,
+			m->pubs ? "true" : "false", m->nrounds, m->good,
+			m->median);
+		for (int k = 0; k < m->good; k++)
+			fprintf(f, "%s%.0f", k ? ", " : "", m->rate[k]);
+		fprintf(f, "]}");
+	}
+	fprintf(f, "\n  ],\n");
+}
+
 static void json_pattern(FILE *f, const struct config *cfg,
 			 const struct results *res)
 {
@@ -498,10 +524,12 @@ void report_table(const struct config *cfg, const struct results *res)
 				       t[i].higher_better ? ">=" : "<=",
 				       t[i].goal, t[i].rounds, verdict(&t[i]));
 			else
-				printf("  %-58s       - (goal %s %.2f) %s\n",
+				printf("  %-58s       - (goal %s %.2f) %s%s%s\n",
 				       t[i].what,
 				       t[i].higher_better ? ">=" : "<=",
-				       t[i].goal, verdict(&t[i]));
+				       t[i].goal, verdict(&t[i]),
+				       t[i].skipped ? ": " : "",
+				       t[i].skipped ? t[i].skipped : "");
 		}
 	}
 	printf("\nfailures: %d\n", res->failures);
@@ -827,6 +855,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		fputs("null", f);
 	fprintf(f, ",\n");
 	json_pattern(f, cfg, res);
+	json_multipub(f, cfg, res);
 	struct target t[48];
 	int nt = targets(cfg, res, t, 48);
 	fprintf(f, "  \"targets\": [");
@@ -838,9 +867,14 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		else
 			fprintf(f, ", \"value\": null");
 		fprintf(f, ", \"clean_rounds\": %d, \"goal\": \"%s %.2f\", "
-			   "\"verdict\": \"%s\"}",
+			   "\"verdict\": \"%s\"",
 			t[i].rounds, t[i].higher_better ? ">=" : "<=",
 			t[i].goal, verdict(&t[i]));
+		if (t[i].skipped) {
+			fprintf(f, ", \"skipped\": ");
+			tool_json_str(f, t[i].skipped);
+		}
+		fputc('}', f);
 	}
 	fprintf(f, "\n  ],\n  \"failures\": %d\n}\n", res->failures);
 }

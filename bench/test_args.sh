@@ -97,9 +97,11 @@ PY
 
 # Aeron: without the meson option (CI) its scenarios are skipped, never
 # failed: said once in the table, and in the JSON each cell says why and
-# has no rounds, and no ratio to it appears. Built with Aeron, they run.
+# has no rounds, no ratio to it appears, and the targets against it say
+# "skipped" with the reason and no value. Built with Aeron, they run.
 aeron="--section throughput,latency --scenario aeron-excl --scenario aeron-shared
-	--scenario aeron-spin --size 32 --lat-size 32 --rounds 1 --window 0.05
+	--scenario aeron-spin --scenario crs-defaults --scenario crs-spin
+	--size 32 --lat-size 32 --rounds 1 --window 0.05
 	--lat-secs 0.05 --trips 1000 --probe 500"
 timeout 80 "$bench" $aeron --json >"$tmp/aeron.json" 2>"$tmp/err" ||
 	fail "crs-bench with the Aeron scenarios failed: $(cat "$tmp/err")"
@@ -114,7 +116,17 @@ if sorted(c["name"] for c in aeron) != ["aeron-excl", "aeron-shared", "aeron-spi
     errors.append(f"Aeron cells: {[c['name'] for c in aeron]}")
 if not others or any("skipped" in c for c in others):
     errors.append("the baselines did not run")
+targets = {t["what"]: t for t in doc["targets"]}
+versus = [t for w, t in targets.items() if "aeron-" in w]
+if len(versus) != 3:
+    errors.append(f"targets against Aeron: {[t['what'] for t in versus]}")
+plain = targets.get("spinning ping-pong 32 B: crs-spin p50 / raw-spin p50")
+if not plain or plain["verdict"] in ("skipped", "not measured"):
+    errors.append(f"crs-spin / raw-spin target: {plain}")
 if doc["config"]["aeron"] is None:
+    for t in versus:
+        if t["verdict"] != "skipped" or not t.get("skipped") or t["value"] is not None:
+            errors.append(f"target not skipped: {t}")
     for c in aeron:
         if not c.get("skipped") or c["rounds"]:
             errors.append(f"{c['name']} neither skipped nor run: {c}")
@@ -125,6 +137,9 @@ else:
     for c in aeron:
         if "skipped" in c or not all(r["ok"] for r in c["rounds"]) or len(c["rounds"]) != 1:
             errors.append(f"{c['name']} did not run: {c.get('skipped')}")
+    for t in versus:
+        if t["verdict"] in ("skipped", "not measured") or "skipped" in t:
+            errors.append(f"target against Aeron not measured: {t}")
     crs = [c for c in others if c["name"] == "crs-spin-p128"]
     if not crs or "ratio_to_aeron_excl" not in crs[0]:
         errors.append("no crs/Aeron ratio")
@@ -141,6 +156,10 @@ AERON_DIR="$tmp/no-driver" timeout 80 "$bench" $aeron >"$tmp/aeron.txt" 2>"$tmp/
 for s in aeron-excl aeron-shared aeron-spin; do
 	[ "$(grep -c "$s .*skipped at every size: " "$tmp/aeron.txt")" -eq 1 ] ||
 		fail "the table does not say once that $s was skipped"
+done
+for w in "crs-defaults / aeron-excl" "crs-spin p50 / aeron-spin p50" "crs-spin p99 / aeron-spin p99"; do
+	grep -q "$w .* skipped: " "$tmp/aeron.txt" ||
+		fail "the target $w does not say it was skipped"
 done
 
 [ "$status" -eq 0 ] && echo "ok: crs-bench argument errors and null sections"

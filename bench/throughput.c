@@ -465,9 +465,13 @@ int tp_run(const struct config *cfg, struct results *res)
 			if (scn_at(sel[k])->needs_aeron)
 				cl->skipped = aeron_skip_reason(cfg);
 		}
+	/* Round r starts at scenario r mod nsel: the VM switches between a
+	 * fast and a slow state within a run, and a fixed order would give
+	 * the same scenario the same place in that drift every round. */
 	for (int round = 0; round < cfg->rounds; round++)
 		for (int z = 0; z < cfg->nsizes; z++)
-			for (int k = 0; k < nsel; k++) {
+			for (int j = 0; j < nsel; j++) {
+				int k = (j + round) % nsel;
 				struct tp_cell *cl = &res->tp[z * nsel + k];
 				struct tp_sample *s = &cl->s[cl->n];
 				if (cl->skipped)

@@ -6,6 +6,8 @@
  * user_data is generation << 32 | key, so a completion of a request that
  * was cancelled or replaced is recognised as stale and ignored. Changes
  * are only queued as SQEs; they reach the kernel with the next wait.
+ * Deadlines are a pending IORING_OP_TIMEOUT shared by the waits that end
+ * later (timer_before), not a timeout per wait.
  *
  * poll: futex_waitv(2) over the armed futex words and poll(2) over the
  * armed fds. futex: the same where futex_waitv is missing (kernels
@@ -43,6 +45,7 @@
 #define OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT */
 #define FUTEX2_U32 0x02	 /* FUTEX2_SIZE_U32, shared (no FUTEX2_PRIVATE) */
 #define UD_CANCEL (1ULL << 63)
+#define UD_TIMER (1ULL << 62) /* | the timer's generation */
 #define SLICE_NS (20 * 1000000LL)
 #define ROTATE_NS (1 * 1000000LL)
 #define MAX_WAITV 128 /* futex_waitv's limit */
@@ -80,6 +83,11 @@ struct ipc_waitset {
 	int waitv_ok; /* futex_waitv works (poll engine), else plain futex */
 	uint32_t rotate; /* first word of the next sleeping window */
 	struct io_uring ring;
+	/* io_uring: the pending deadline timer (IORING_OP_TIMEOUT), shared
+	 * by the waits whose deadline is at or after it; 0 when none. */
+	int64_t timer_at;
+	uint32_t timer_gen;
+	struct __kernel_timespec timer_ts; /* read by the kernel at submit */
 	struct entry *e;
 	uint32_t cap;
 };
@@ -169,9 +177,12 @@ static struct io_uring_sqe *get_sqe(struct ipc_waitset *ws)
 	return sqe;
 }
 
+/* Bits 32-61: the entry's generation (30 bits, clear of UD_TIMER and
+ * UD_CANCEL); 0-31: its key. */
+#define UD_GEN_MASK 0x3fffffffu
 static uint64_t user_data(uint64_t key, const struct entry *e)
 {
-	return (uint64_t)e->gen << 32 | key;
+	return (uint64_t)(e->gen & UD_GEN_MASK) << 32 | key;
 }
 
 static int cancel(struct ipc_waitset *ws, uint64_t key, struct entry *e)
@@ -272,11 +283,16 @@ static int reap(struct ipc_waitset *ws, uint64_t *fired, int max)
 		uint64_t ud = io_uring_cqe_get_data64(cqe);
 		if (ud & UD_CANCEL)
 			continue;
+		if (ud & UD_TIMER) { /* it fired, or was removed */
+			if ((uint32_t)ud == ws->timer_gen)
+				ws->timer_at = 0;
+			continue;
+		}
 		uint64_t key = ud & 0xffffffffu;
 		if (key >= ws->cap)
 			continue;
 		struct entry *e = &ws->e[key];
-		if (!e->pending || e->gen != (uint32_t)(ud >> 32))
+		if (!e->pending || (e->gen & UD_GEN_MASK) != (ud >> 32))
 			continue; /* stale: cancelled or replaced */
 		e->pending = 0;
 		if (cqe->res == -ECANCELED || !e->armed)
@@ -290,6 +306,37 @@ static int reap(struct ipc_waitset *ws, uint64_t *fired, int max)
 	}
 	io_uring_cq_advance(&ws->ring, seen);
 	return n;
+}
+
+/* Have a deadline timer pending at or before deadline, queued as a
+ * request that fires on its own: a wait then needs no timeout of its
+ * own, whose hrtimer the kernel would arm and cancel around every
+ * sleep (0.7-1 us per blocking round trip in a VM). One timer serves
+ * every wait with a later deadline (a loop of crs_sub_wait(sub, 1000)
+ * arms one a second); a wait it wakes early arms the next. 0, or
+ * -EBUSY with the submission queue full (wait with a timeout then). */
+static int timer_before(struct ipc_waitset *ws, int64_t deadline)
+{
+	if (ws->timer_at && ws->timer_at <= deadline)
+		return 0;
+	struct io_uring_sqe *sqe = get_sqe(ws);
+	if (!sqe)
+		return -EBUSY;
+	if (ws->timer_at) { /* too late for this wait: replace it */
+		io_uring_prep_timeout_remove(sqe, UD_TIMER | ws->timer_gen, 0);
+		io_uring_sqe_set_data64(sqe, UD_CANCEL);
+		ws->timer_at = 0;
+		sqe = get_sqe(ws);
+		if (!sqe)
+			return -EBUSY;
+	}
+	ws->timer_gen++;
+	ws->timer_ts.tv_sec = deadline / 1000000000;
+	ws->timer_ts.tv_nsec = deadline % 1000000000;
+	io_uring_prep_timeout(sqe, &ws->timer_ts, 0, IORING_TIMEOUT_ABS);
+	io_uring_sqe_set_data64(sqe, UD_TIMER | ws->timer_gen);
+	ws->timer_at = deadline;
+	return 0;
 }
 
 static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
@@ -308,7 +355,7 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
 			return err < 0 ? err : n;
 		}
 		struct __kernel_timespec ts, *tp = NULL;
-		if (left != INT64_MAX) {
+		if (left != INT64_MAX && timer_before(ws, deadline) != 0) {
 			ts.tv_sec = left / 1000000000;
 			ts.tv_nsec = left % 1000000000;
 			tp = &ts;

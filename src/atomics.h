@@ -34,6 +34,8 @@
 #define shm_fence_full() atomic_thread_fence(memory_order_seq_cst)
 /* Acquire fence: orders an earlier relaxed load before later loads. */
 #define shm_fence_acquire() atomic_thread_fence(memory_order_acquire)
+/* Release fence: orders earlier stores before later (relaxed) stores. */
+#define shm_fence_release() atomic_thread_fence(memory_order_release)
 /* Compiler-only fence: the fast half when the peer uses membarrier. */
 #define shm_fence_compiler() atomic_signal_fence(memory_order_seq_cst)
 

@@ -15,6 +15,7 @@
 #include "attach.h"
 #include "credit.h"
 #include "errmsg.h"
+#include "frame.h"
 #include "ipc/clock.h"
 #include "ipc/memfd.h"
 #include "ipc/proc.h"
@@ -62,7 +63,64 @@ static uint64_t sat_sub(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
-static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
+/* Frames past the mirrored position we look at, at most: the publisher
+ * mirrors every 16 commits, so more than that only arrive while we walk. */
+#define WALK_MAX 64
+
+/* Ring position, messages and bytes published. The publisher mirrors
+ * them every few commits (pubring_mirror), so they may trail its last
+ * commits, and a publisher that then stops (or sleeps elsewhere) would
+ * show stale figures for ever: read the mirror as one (its seqlock;
+ * bounded, since a hostile count must not make us spin), then count what
+ * lies committed in the ring past it. The walk trusts nothing: it stops
+ * at the first header that is not a committed frame of this lap. */
+static void read_figures(const crs_inspector *in, uint64_t *pos,
+			 uint64_t *published, uint64_t *bytes)
+{
+	const struct crs_pub_stats *st = &in->at.hdr->stats;
+	for (int tries = 0; tries < 64; tries++) {
+		/* Pairs with the release store of the even count in
+		 * pubring_mirror(): the figures read are at least that new. */
+		uint64_t s1 = shm_load_acquire(&st->mirror_seq);
+		*pos = shm_load_relaxed(&st->position);
+		*published = shm_load_relaxed(&st->published);
+		*bytes = shm_load_relaxed(&st->bytes);
+		/* Orders the loads above before the re-read of the count;
+		 * pairs with the release fence after the odd count. */
+		shm_fence_acquire();
+		if (!(s1 & 1) && s1 == shm_load_relaxed(&st->mirror_seq))
+			break;
+		spin_relax();
+	}
+	const uint8_t *ring = (const uint8_t *)in->at.hdr + CRS_RING_OFFSET;
+	uint64_t size = in->at.seg.ring_size; /* checked: a power of two */
+	uint32_t max_message = in->at.seg.max_message;
+	uint64_t p = *pos;
+	if (p & (CRS_FRAME_ALIGN - 1))
+		return;
+	for (int i = 0; i < WALK_MAX && p - *pos < size; i++) {
+		uint64_t len;
+		/* Pairs with the release store of the header in a commit:
+		 * a frame seen committed has its length written. */
+		uint64_t word = shm_load_acquire(
+			(const _Atomic uint64_t *)(ring + (p & (size - 1))));
+		enum frame_kind k =
+			frame_check(word, p, size, max_message, &len);
+		if (k == CRS_FRAME_MESSAGE) {
+			++*published;
+			*bytes += len;
+			p += frame_size(len);
+		} else if (k == CRS_FRAME_PADDING) {
+			p += len;
+		} else {
+			break;
+		}
+	}
+	*pos = p;
+}
+
+static void read_stream(const crs_inspector *in, struct crs_stream_info *f,
+			uint64_t *position)
 {
 	const struct crs_data_header *h = in->at.hdr;
 	const struct crs_pub_stats *st = &h->stats;
@@ -74,8 +132,7 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f)
 	f->max_message = in->at.seg.max_message;
 	f->stream_id = in->at.seg.stream_id;
 	f->subscribers = shm_load_relaxed(&st->subscribers);
-	f->published = shm_load_relaxed(&st->published);
-	f->bytes = shm_load_relaxed(&st->bytes);
+	read_figures(in, position, &f->published, &f->bytes);
 	f->dropped = shm_load_relaxed(&st->dropped);
 	f->wakes = shm_load_relaxed(&st->wakes);
 	f->no_demand = shm_load_relaxed(&st->no_demand);
@@ -126,9 +183,9 @@ static void mark_holding_back(const struct crs_stream_info *f,
 int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		     struct crs_sub_info *subs, int max)
 {
-	read_stream(in, info);
+	uint64_t position;
+	read_stream(in, info, &position);
 	const struct crs_data_header *h = in->at.hdr;
-	uint64_t position = shm_load_relaxed(&h->stats.position);
 	uint64_t min_consumed = position;
 	uint32_t nslots = in->at.seg.max_subscribers;
 	int n = 0;

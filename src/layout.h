@@ -153,7 +153,9 @@ struct crs_pub_stats {
 					      INT64_MIN if unknown) */
 	_Atomic int64_t clock_ns;	   /* the publisher's clock then */
 	_Atomic uint64_t refused;	   /* peers refused admission */
-	uint8_t pad[512 - 128];
+	_Atomic uint64_t mirror_seq; /* seqlock of position, published and
+					bytes: odd while they change */
+	uint8_t pad[512 - 136];
 };
 _Static_assert(sizeof(struct crs_pub_stats) == 512, "pub stats size");
 

@@ -25,8 +25,15 @@ static int name_check(const char *name)
 				   "stream name '%.64s' starts with '%c'", name,
 				   name[0]);
 	size_t n = 0;
+	size_t member = name_member(name); /* the "~<id>" of a member */
+	if (member && strlen(name) > CRS_NAME_MAX)
+		return errmsg_set(-EINVAL,
+				   "stream name is longer than %d bytes",
+				   CRS_NAME_MAX);
 	for (const char *p = name; *p; p++, n++) {
 		char c = *p;
+		if (member && n >= member)
+			break; /* checked by name_member() */
 		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			 (c >= '0' && c <= '9') || c == '.' || c == '_' ||
 			 c == '-';
@@ -41,6 +48,18 @@ static int name_check(const char *name)
 					   name, n);
 	}
 	return 0;
+}
+
+size_t name_member(const char *name)
+{
+	size_t n = strlen(name);
+	if (n <= CRS_MEMBER_SUFFIX || name[n - CRS_MEMBER_SUFFIX] != '~')
+		return 0;
+	for (size_t i = n - CRS_MEMBER_SUFFIX + 1; i < n; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') ||
+		      (name[i] >= 'a' && name[i] <= 'f')))
+			return 0;
+	return n - CRS_MEMBER_SUFFIX;
 }
 
 int crs_name_check(const char *name)

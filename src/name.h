@@ -16,6 +16,14 @@ struct name_paths {
 	char lock[CRS_NAME_MAX + 8]; /* "<name>.lock" in dir */
 };
 
+/* A shared stream NAME (crs_pub_opts.shared) has one member stream per
+ * publisher, named NAME~<8 lowercase hex digits> (no plain name holds a
+ * '~', so none clashes), and a marker file NAME~ that says NAME is
+ * shared. */
+#define CRS_MEMBER_SUFFIX 9 /* "~" and the 8 digits */
+/* The length of the base name if name is a member name, else 0. */
+size_t name_member(const char *name);
+
 /* ipc_rundir_open, recording for crs_errmsg() why it failed. */
 CRS_MUST_USE int name_rundir_open(struct ipc_rundir *d, int create);
 

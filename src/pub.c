@@ -9,6 +9,7 @@
  * pub_withdraw) and the blocking waits (pub_wait_for).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -197,6 +198,55 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	return 0;
 }
 
+/* The name this publisher creates: name itself, or with o->shared a
+ * fresh member name NAME~<8 hex digits> (name.h). Member names are made
+ * here only. */
+static int shared_name(const char *name, const struct crs_pub_opts *o,
+		       char *out, size_t size)
+{
+	int err = crs_name_check(name);
+	if (err)
+		return err;
+	if (name_member(name))
+		return errmsg_set(-EINVAL, "'%s' is a member name of a "
+				   "shared stream; publish with "
+				   "crs_pub_opts.shared instead", name);
+	if (!o->shared) {
+		strlcpy(out, name, size);
+		return 0;
+	}
+	if (strlen(name) > CRS_NAME_MAX - CRS_MEMBER_SUFFIX)
+		return errmsg_set(-EINVAL, "shared stream name '%s' is longer "
+				   "than %d bytes", name,
+				   CRS_NAME_MAX - CRS_MEMBER_SUFFIX);
+	uint32_t id = (uint32_t)stream_id_new((uint64_t)ipc_now_ns());
+	snprintf(out, size, "%s~%08x", name, id);
+	return 0;
+}
+
+/* Mark name as shared (the file NAME~), or, for a plain stream, no
+ * longer shared: a subscriber opening name then merges the members, or
+ * reads this publisher alone. */
+static int shared_mark(struct crs_pub *pub, const char *name, int shared)
+{
+	char marker[CRS_NAME_MAX + 2];
+	snprintf(marker, sizeof(marker), "%s~", name);
+	if (!shared) {
+		ipc_unlink_at(pub->paths.dir.fd, marker);
+		return 0;
+	}
+	int fd = openat(pub->paths.dir.fd, marker,
+			O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		int err = -errno;
+		return errmsg_set(err, "cannot create %s/%s: %s",
+				   pub->paths.dir.path, marker,
+				   crs_strerror(err));
+	}
+	close(fd);
+	return 0;
+}
+
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out)
 {
@@ -216,7 +266,17 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
 	pub->ws_gen = UINT32_MAX;
-	err = pub_setup(pub, name, &o);
+	/* A shared stream: our own member stream under a name no plain
+	 * name can take (merge.c reads them together). */
+	char member[CRS_NAME_MAX + 1];
+	err = shared_name(name, &o, member, sizeof(member));
+	if (err) {
+		free(pub);
+		return err;
+	}
+	err = pub_setup(pub, member, &o);
+	if (!err)
+		err = shared_mark(pub, name, o.shared);
 	if (err) {
 		int owned = pub->lock_fd >= 0;
 		if (pub->listen_fd >= 0)

@@ -78,9 +78,18 @@ void pubring_pad(struct pub_ring *r, uint64_t pad)
 void pubring_mirror(struct pub_ring *r)
 {
 	struct crs_pub_stats *st = &r->hdr->stats;
+	/* A seqlock, so that an inspector reads the three as one (see
+	 * read_figures() in inspect.c): the count is odd while they
+	 * change. The release fence orders the odd count before the
+	 * figures; the release store of the even one orders them before
+	 * it. Both pair with the inspector's acquire load and fence. */
+	uint64_t v = shm_load_relaxed(&st->mirror_seq); /* ours alone */
+	shm_store_relaxed(&st->mirror_seq, v + 1);
+	shm_fence_release();
 	shm_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
 	shm_store_relaxed(&st->published, r->seq - r->more_count);
 	shm_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
+	shm_store_release(&st->mirror_seq, v + 2);
 }
 
 void pubring_wake_all(struct pub_ring *r)

@@ -337,12 +337,16 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 	return sub_next_slow(sub, len);
 }
 
+/* id: sub->at.seg.stream_id, which a caller filling many views loads
+ * once (a store to msg may alias sub, so it would be loaded each time). */
 static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
-			    uint64_t len, uint64_t seq, struct crs_msg *msg)
+			    uint64_t len, uint64_t seq, uint64_t id,
+			    struct crs_msg *msg)
 {
 	msg->data = sub->ring + (pos & sub->mask) + CRS_FRAME_HEADER;
 	msg->len = len;
 	msg->seq = seq;
+	msg->stream_id = id;
 }
 
 /* crs_sub_release's slow path: replenish a prefetch if due, and publish
@@ -367,8 +371,11 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 static inline void sub_release(struct crs_sub *sub)
 {
 	uint32_t n = sub->held;
-	if (!n)
+	if (!n) {
+		if (__builtin_expect(sub->merge != NULL, 0))
+			merge_release(sub); /* a merge holds in its members */
 		return;
+	}
 	sub->held = 0;
 	sub->pos = sub->held_end;
 	sub->seq += n;
@@ -406,7 +413,7 @@ static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
-	sub_view(sub, sub->pos, len, sub->seq, msg);
+	sub_view(sub, sub->pos, len, sub->seq, sub->at.seg.stream_id, msg);
 	sub->held = 1;
 	sub->held_end = sub->pos + frame_size(len);
 	return 1;
@@ -424,11 +431,18 @@ static void sub_told(struct crs_sub *sub, int r)
 	}
 }
 
+/* A merged subscription holds nothing itself (held stays 0) and stays
+ * cold, so the 1:1 hot paths of poll, take and release never test for
+ * one: it shows on their slow paths only (SUB_MERGED, and a release with
+ * nothing held). */
 int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
 {
 	int r = sub_poll(sub, msg);
-	if (__builtin_expect(r < 0, 0))
+	if (__builtin_expect(r < 0, 0)) {
+		if (r == SUB_MERGED)
+			return merge_poll(sub, msg, 1, 0);
 		sub_told(sub, r);
+	}
 	return r;
 }
 
@@ -443,7 +457,7 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 	if (sub->held)
 		sub_release(sub);
 	if (max == 0)
-		return 0;
+		return sub->merge ? SUB_MERGED : 0;
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
@@ -452,10 +466,11 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 		max = (size_t)left;
 	if (max > INT32_MAX)
 		max = INT32_MAX;
-	uint64_t pos = sub->pos, bytes = 0;
+	uint64_t pos = sub->pos, bytes = 0, seq = sub->seq;
+	uint64_t id = sub->at.seg.stream_id;
 	size_t n = 0;
 	for (;;) {
-		sub_view(sub, pos, len, sub->seq + n, &msgs[n]);
+		sub_view(sub, pos, len, seq + n, id, &msgs[n]);
 		n++;
 		bytes += len;
 		pos += frame_size(len);
@@ -472,13 +487,18 @@ int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 		 size_t max_bytes)
 {
 	int r = sub_take(sub, msgs, max, max_bytes);
-	if (__builtin_expect(r < 0, 0))
+	if (__builtin_expect(r < 0, 0)) {
+		if (r == SUB_MERGED)
+			return merge_poll(sub, msgs, max, max_bytes);
 		sub_told(sub, r);
+	}
 	return r;
 }
 
 int crs_sub_request(crs_sub *sub, uint64_t n)
 {
+	if (sub->merge)
+		return merge_request(sub, n);
 	if (sub->cancelled || (sub->ended && !sub->follow))
 		return 0;
 	if (n == 0) {
@@ -506,6 +526,10 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 
 void crs_sub_cancel(crs_sub *sub)
 {
+	if (sub->merge) {
+		merge_cancel(sub);
+		return;
+	}
 	if (sub->cancelled)
 		return;
 	sub->cancelled = 1;
@@ -531,12 +555,16 @@ void crs_sub_cancel(crs_sub *sub)
 
 int sub_has_work(struct crs_sub *sub)
 {
+	if (sub->merge)
+		return merge_has_work(sub);
 	uint64_t len;
 	return sub_next(sub, &len) != 0;
 }
 
 int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
+	if (sub->merge)
+		return merge_announce(sub, ws, base);
 	if (sub->opening) /* nothing mapped yet: the opener's fds */
 		return opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
@@ -575,6 +603,10 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 
 void sub_withdraw(struct crs_sub *sub)
 {
+	if (sub->merge) {
+		merge_withdraw(sub);
+		return;
+	}
 	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
 	shm_store_relaxed(&sub->ctl->parked, sub->fence_word);
@@ -583,6 +615,8 @@ void sub_withdraw(struct crs_sub *sub)
 
 void sub_hangup(struct crs_sub *sub)
 {
+	if (sub->merge) /* its members' hangups are merge_announce's */
+		return;
 	/* Look before believing it: the key may have fired for what it
 	 * watched before (the opener's timer, an old stream's socket). */
 	if (!sub->opening && !sub->pub_dead &&
@@ -629,6 +663,8 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
+	if (sub->merge)
+		return merge_wait(sub, timeout_ms);
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
 	unsigned step = 1;
@@ -653,7 +689,8 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 	size_t n = 0;
 	while (n < max) {
 		size_t want = max - n < DISPATCH_BATCH ? max - n : DISPATCH_BATCH;
-		int r = sub_take(sub, batch, want, 0);
+		int r = sub->merge ? merge_take(sub, batch, want, 0)
+				   : sub_take(sub, batch, want, 0);
 		if (r == 0)
 			break;
 		if (r < 0 && n > 0)
@@ -808,6 +845,8 @@ static void sub_follow(struct crs_sub *sub)
 /* sub_next's slow path. */
 static int sub_cold(struct crs_sub *sub, uint64_t *len)
 {
+	if (sub->merge)
+		return SUB_MERGED; /* always cold: see crs_sub_poll */
 	if (sub->opening) {
 		int r = sub_open_step(sub);
 		if (r <= 0)
@@ -832,6 +871,7 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 
 static void sub_free(struct crs_sub *sub)
 {
+	merge_close(sub);
 	sub_stop_opening(sub);
 	attach_close(&sub->at);
 	ipc_waitset_free(sub->ws);
@@ -865,9 +905,16 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
 	err = ipc_waitset_new(&sub->ws);
+	int merged = !err && merge_wanted(name, &o);
+	if (merged)
+		err = merge_open(sub, name, &o);
 	if (err) {
 		sub_free(sub);
 		return err;
+	}
+	if (merged) { /* opens its members as they are found */
+		*out = sub;
+		return 0;
 	}
 	if (o.async) {
 		opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);

@@ -5,6 +5,7 @@
 #ifndef CRS_SUB_H
 #define CRS_SUB_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "attach.h"
@@ -72,6 +73,9 @@ struct crs_sub {
 	 * forgotten, not slept on (loop.c, wait_has_work). */
 	uint32_t stream_gen;
 	uint32_t wait_gen; /* stream_gen when crs_sub_wait last armed */
+	/* A merged subscription of a shared stream (merge.c): every call
+	 * goes there; the fields above hold only its demand and end. */
+	struct sub_merge *merge;
 };
 
 /* For loop.c, which reads no field itself. Bumped when what a waitset
@@ -103,5 +107,42 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base);
 void sub_withdraw(struct crs_sub *sub);
 /* The liveness socket stirred: the publisher is gone (or misbehaves). */
 void sub_hangup(struct crs_sub *sub);
+
+/* sub_next's answer for a merged subscription (never returned to the
+ * application: crs_sub_poll and crs_sub_take hand over to merge.c). */
+#define SUB_MERGED (-CRS_ELAST - 1)
+
+/* ---- merged subscriptions (merge.c) ----------------------------------
+ * One crs_sub over the member streams of a shared stream
+ * (crs_pub_opts.shared), one member subscription per publisher,
+ * discovered in the runtime directory as they join. sub.c hands every
+ * call on a subscription with sub->merge set to these. */
+
+/* 1 if crs_sub_open(name) should merge: name is not a member name and
+ * is marked shared (or o->shared). */
+int merge_wanted(const char *name, const struct crs_sub_opts *o);
+/* Make sub (fresh from crs_sub_open: demand set) a merged subscription
+ * of name. 0 or -errno. */
+int merge_open(struct crs_sub *sub, const char *name,
+	       const struct crs_sub_opts *o);
+/* As sub_take (crs_sub_dispatch), and as crs_sub_take (which tells the
+ * application of the end). */
+int merge_take(struct crs_sub *sub, struct crs_msg *msgs, size_t max,
+	       size_t max_bytes);
+int merge_poll(struct crs_sub *sub, struct crs_msg *msgs, size_t max,
+	       size_t max_bytes);
+void merge_release(struct crs_sub *sub);
+int merge_request(struct crs_sub *sub, uint64_t n);
+void merge_cancel(struct crs_sub *sub);
+int merge_wait(struct crs_sub *sub, int timeout_ms);
+/* The hooks above for crs_loop (and crs_sub_wait). A loop gets one key
+ * for the whole merge: the fd of a waitset of its own, armed on every
+ * member. */
+int merge_has_work(struct crs_sub *sub);
+int merge_announce(struct crs_sub *sub, struct ipc_waitset *ws,
+		   uint64_t base);
+void merge_withdraw(struct crs_sub *sub);
+/* Close the members and free the merge (sub itself stays). */
+void merge_close(struct crs_sub *sub);
 
 #endif

@@ -17,7 +17,6 @@
 /* Consume STEADY_MSGS messages, one every 10 ms, never ending early. */
 static int steady_consumer(void *arg, int chan)
 {
-	(void)chan;
 	crs_sub *sub;
 	CHECK_EQ(tu_sub_open(arg, 128, &sub), 0);
 	for (uint64_t seq = 0; seq < STEADY_MSGS; seq++) {
@@ -33,6 +32,10 @@ static int steady_consumer(void *arg, int chan)
 		crs_sub_release(sub);
 		tu_sleep_ms(10);
 	}
+	/* Stay until the parent has counted us: leaving at once could
+	 * take us off its count before it looks. */
+	uint64_t tag;
+	tu_recv(chan, &tag, NULL, 30000);
 	crs_sub_close(sub);
 	return 0;
 }
@@ -47,7 +50,8 @@ static void test_steady_consumer_kept(void **state)
 	o.untethered_ms = 300; /* a third of the time it takes to consume */
 	crs_pub *pub;
 	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
-	pid_t pid = tu_spawn(steady_consumer, name, NULL, 60);
+	int chan;
+	pid_t pid = tu_spawn(steady_consumer, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	/* All within its prefetch: it holds the stream back only by
 	 * reading slowly, and its replenish (at 96) comes too late to
@@ -56,6 +60,8 @@ static void test_steady_consumer_kept(void **state)
 		assert_int_equal(tu_pub_send(pub, seq, 32, 10000), 0);
 	assert_int_equal(crs_pub_wait_consumed(pub, 20000), 0);
 	assert_int_equal(crs_pub_subscribers(pub), 1); /* not evicted */
+	assert_int_equal(tu_send(chan, 1, 0), 0);
+	close(chan);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
 	crs_pub_close(pub);
 }

@@ -73,6 +73,7 @@ enum {
 	OPT_ALLOW_UID,
 	OPT_ALLOW_GROUP,
 	OPT_ALLOW_ANY,
+	OPT_SHARED,
 	OPT_END
 };
 
@@ -86,6 +87,7 @@ static const struct option long_opts[] = {
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-group", required_argument, NULL, OPT_ALLOW_GROUP },
 	{ "allow-any", no_argument, NULL, OPT_ALLOW_ANY },
+	{ "shared", no_argument, NULL, OPT_SHARED },
 	{ "follow", no_argument, NULL, 'F' },
 	{ "format", required_argument, NULL, 'f' },
 	{ "help", no_argument, NULL, 'h' },
@@ -118,6 +120,7 @@ struct cat_opts {
 	int allow_group;	/* --allow-group */
 	uint32_t allow_gid;
 	int allow_any;		/* --allow-any */
+	int shared;		/* --shared */
 	uint64_t count;		/* -c N; 0: no limit */
 	uint64_t prefetch;	/* -p N */
 	int wait_stream;	/* -W (and -F) */
@@ -237,6 +240,10 @@ static void usage(void)
 "  --allow-group GROUP\n"
 "              -P: let members of GROUP (by their primary group) subscribe\n"
 "  --allow-any -P: let any user subscribe\n"
+"  --shared    -P: publish into shared stream NAME beside other\n"
+"              publishers (each has its own member stream NAME~<id>);\n"
+"              -C: read NAME as a shared stream, merging every\n"
+"              publisher, even before one has marked it shared\n"
 "  -c N        -C: exit after N messages, cancelling the subscription\n"
 "  -p N        -C: prefetch, request N messages at a time (default 128)\n"
 "  -W          -C: wait for the stream to appear instead of failing\n"
@@ -578,6 +585,9 @@ static int take_opt(struct cat_opts *o, int c, int argc, char **argv)
 		return take_allow_group(o);
 	case OPT_ALLOW_ANY:
 		o->allow_any = 1;
+		return PARSE_OK;
+	case OPT_SHARED:
+		o->shared = 1;
 		return PARSE_OK;
 	case 'F':
 		o->follow = o->wait_stream = 1;
@@ -1270,6 +1280,7 @@ static int pub_create(const struct cat_opts *o, crs_pub **pub)
 	}
 	po.untethered_ms = o->untethered_ms;
 	po.allow_uid_any = (uint32_t)o->allow_any;
+	po.shared = o->shared;
 	po.allow_group = (uint32_t)o->allow_group;
 	po.allow_gid = o->allow_gid;
 	po.n_allow_uids = o->n_allow_uids;
@@ -1435,6 +1446,7 @@ static int sub_open(const struct cat_opts *o, struct stat *old, int gap,
 	/* -c N is take(N): demand is managed by sub_take_more(). */
 	so.prefetch = o->count ? 0 : (uint32_t)o->prefetch;
 	so.wait_ms = o->wait_stream ? TICK_MS : 0;
+	so.shared = o->shared;
 	struct stat st, after;
 	while (gap && !g_signal && sock_ident(o->name, &st) == 0 &&
 	       same_ident(&st, old)) {

@@ -146,6 +146,19 @@ struct crs_pub_opts {
 	/* Time source for replay_age_ms, ns; NULL: CLOCK_MONOTONIC. */
 	int64_t (*clock)(void *clock_ctx);
 	void *clock_ctx;
+	/* 1: publish into shared stream `name` beside other publishers
+	 * (processes, or handles) that do the same. Each publisher creates
+	 * its own member stream, named name~<8 hex digits> (shown as such
+	 * by the inspector and crs-top; crs_sub_open of a member name reads
+	 * that publisher alone), and marks name as shared (a file name~ in
+	 * the runtime directory, left there). Everything else, including
+	 * every other option, applies to the member stream alone: one
+	 * writer per ring, as without sharing, so a publisher that dies
+	 * (even mid-claim) affects only its own member. name may be at
+	 * most CRS_NAME_MAX - 9 bytes. A plain crs_pub_create of name
+	 * removes the mark: the name is then plain again. See
+	 * crs_sub_open for how subscribers merge the members. */
+	int shared;
 };
 
 struct crs_sub_opts {
@@ -185,6 +198,16 @@ struct crs_sub_opts {
 	 * subscriber's own making: crs_sub_cancel, request(0), eviction
 	 * by the publisher, or a protocol violation it found. */
 	int follow;
+	/* Merged subscriptions (shared streams, crs_pub_opts.shared):
+	 * 1: open name as a shared stream even before it is marked as one
+	 * (else crs_sub_open decides by the mark). Follow and async do not
+	 * apply to a merged subscription (it never blocks in open). */
+	int shared;
+	/* Merged: 1: an error of one member (EPIPE for one that died or
+	 * closed without completing) is held back until every other member
+	 * has ended, then reported (the first one); 0 (default): it ends
+	 * the merged subscription at once. */
+	int delay_errors;
 };
 
 /* A message as the subscriber sees it: a read-only view into the ring,
@@ -193,6 +216,10 @@ struct crs_msg {
 	const void *data;
 	size_t len;
 	uint64_t seq; /* sequence number in the stream, from 0 */
+	/* The stream id of the publisher that published it
+	 * (crs_sub_stream_id of its stream): in a merged subscription, the
+	 * member publisher's, and seq counts that member's messages. */
+	uint64_t stream_id;
 };
 
 /* How a stream ended for one subscriber. */
@@ -248,7 +275,10 @@ void crs_sub_opts_init(struct crs_sub_opts *opts);
  * -errno; crs_errmsg() says which directory and why. */
 int crs_runtime_dir(char *buf, size_t size);
 
-/* 0 if name is a valid stream name, else -EINVAL. */
+/* 0 if name is a valid stream name, else -EINVAL. Besides plain names,
+ * the member names of shared streams are valid: a plain name followed
+ * by '~' and 8 lowercase hex digits (crs_pub_opts.shared makes them;
+ * crs_pub_create refuses to be given one). */
 int crs_name_check(const char *name);
 
 /* ---- Publisher -------------------------------------------------------- */
@@ -426,6 +456,33 @@ void crs_pub_close(crs_pub *pub);
  * A refusal's reason, as the publisher words it, is in crs_errmsg(). */
 int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		 crs_sub **out);
+/* Shared streams (crs_pub_opts.shared): when name is marked shared (or
+ * opts->shared), crs_sub_open returns at once (0, or -EINVAL, -ENOMEM,
+ * an unsafe runtime directory's error) with a merged subscription: one
+ * internal subscription per publisher (member), including publishers
+ * that join later (found through the runtime directory), merged
+ * round-robin behind the same calls (poll, take, release, request,
+ * cancel, wait, dispatch, end, requested, received, and crs_loop_add_sub:
+ * a loop takes it as one registration).
+ *  - Demand: request(n) and the prefetch bound what is handed out from
+ *    all members together (Reactive Streams 1.1 for the merged
+ *    stream). Each member has its own credit, a window W of the
+ *    prefetch (128 when prefetch is 0), replenished as its messages
+ *    are released: in lockstep mode a publisher runs at most W messages
+ *    ahead of what this subscriber took from it; in replay mode as far
+ *    as its ring allows, as always.
+ *  - msg.stream_id tells the publisher (its member's stream id); msg.seq
+ *    counts that member's messages. crs_sub_stream_id() is 0.
+ *  - Order: each publisher's messages keep their order; between
+ *    publishers there is none beyond the fairness of the round-robin.
+ *  - End: completion once at least one member has joined and every
+ *    member found has completed; a member's error (EPIPE, "NAME~id:
+ *    publisher died", for one that died or closed without completing:
+ *    dying counts as an error) ends it at once, or with
+ *    opts->delay_errors the first error is reported once every other
+ *    member has ended. A publisher that joins after the merge ended is
+ *    not seen. A member dying mid-claim never shows its partial frame
+ *    and never blocks the others (each has its own ring). */
 
 /* Next message, without blocking. Hot path: no syscall.
  * Returns 1 (*msg filled; the view stays valid until crs_sub_release()
@@ -580,7 +637,10 @@ int crs_loop_run(crs_loop *loop, int timeout_ms);
  * waits for fires. Returns the fd, or -ENOMEM/-EMFILE (or another
  * -errno) when the fallback's eventfd or thread cannot be made.
  * io_uring delivers completions as task work, which may cut the outer
- * wait short with EINTR: treat that as a wakeup, too. Between runs the
+ * wait short with EINTR: treat that as a wakeup, too. It may also turn
+ * readable with nothing to do, at the deadline of an earlier wait that
+ * ended sooner (io_uring keeps one deadline timer for the waits that end
+ * later, rather than one per wait): a run then finds nothing. Between runs the
  * loop stays announced to its peers, also while you call crs_sub_wait or
  * crs_pub_wait* on one of its handles. Free the loop (or remove a
  * handle) before closing a handle registered with it. */

@@ -13,6 +13,14 @@
  *     joined to the end, exactly once;
  *   - the stream name can be taken again at once by a new publisher.
  *
+ * Every third round is a shared stream (crs_pub_opts.shared): several
+ * publisher processes, one of which is SIGKILLed at a random moment
+ * (mid-claim, mid-commit, mid-handshake...), the others only stopped and
+ * continued; merged subscribers with delay_errors. Each subscriber must
+ * then have every message of every surviving publisher, exactly once and
+ * in that publisher's order, and of the victim a whole prefix: no
+ * partial message, nothing after a gap.
+ *
  *   crs-fault [--rounds N] [--seed S] [--faults-min F] [--max-faults M]
  *             [--json]
  *
@@ -37,6 +45,7 @@
 #define MESSAGES 3000
 #define MAX_LEN 2000
 #define ROUND_DEADLINE_MS 15000
+#define MAX_SHARED_PUBS 4
 
 /* Subscriber exit codes. */
 enum { SUB_COMPLETED = 0, SUB_PUBLISHER_GONE = 10, SUB_VIOLATION = 20,
@@ -53,6 +62,21 @@ static uint64_t rnd(uint64_t n)
 static size_t msg_len(uint64_t seq)
 {
 	return (size_t)(tu_mix(seq) % MAX_LEN);
+}
+
+/* A shared round: its publishers and subscribers (set before forking). */
+static int shared_pubs, shared_subs, shared_index, shared_victim;
+
+/* A shared round's message: the publisher's index, then the pattern of
+ * its own key, so that a message is checked whole for its publisher. */
+static uint64_t shared_key(uint64_t pub, uint64_t seq)
+{
+	return pub << 32 | seq;
+}
+
+static size_t shared_len(uint64_t pub, uint64_t seq)
+{
+	return sizeof(uint64_t) + msg_len(shared_key(pub, seq));
 }
 
 static int64_t now_ms(void)
@@ -114,6 +138,112 @@ static int publisher(const char *name, int replay)
 	return 0;
 }
 
+static int shared_publisher(const char *name)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = 64 * 1024;
+	o.shared = 1;
+	crs_pub *pub;
+	if (crs_pub_create(name, &o, &pub))
+		return 2;
+	/* Created: the parent starts the subscribers, which find every
+	 * member at once (none completes before the last joined). */
+	if (write(STDOUT_FILENO, "", 1) != 1)
+		return 2;
+	/* Every subscriber's merge opened us: they have it all from 0. */
+	if (crs_pub_wait_subscribers(pub, shared_subs, 10000))
+		return 4;
+	uint64_t me = (uint64_t)shared_index;
+	for (uint64_t seq = 0; seq < MESSAGES; seq++) {
+		size_t len = shared_len(me, seq);
+		void *buf;
+		if (crs_pub_wait(pub, len, 10000) ||
+		    crs_pub_claim(pub, len, &buf))
+			return 3;
+		memcpy(buf, &me, sizeof(me));
+		tu_fill((char *)buf + sizeof(me), len - sizeof(me),
+			shared_key(me, seq));
+		crs_pub_commit(pub, len);
+	}
+	crs_pub_complete(pub);
+	crs_pub_wait_consumed(pub, 3000);
+	crs_pub_close(pub);
+	return 0;
+}
+
+/* Check one message of a shared round against what came before it from
+ * the same publisher (next[], ids[]): 0 if right. */
+static int shared_check(const struct crs_msg *m, uint64_t *next,
+			uint64_t *ids)
+{
+	uint64_t pub;
+	if (m->len < sizeof(pub))
+		return -1;
+	memcpy(&pub, m->data, sizeof(pub));
+	if (pub >= (uint64_t)shared_pubs || m->seq != next[pub] ||
+	    m->len != shared_len(pub, m->seq) || !m->stream_id ||
+	    (ids[pub] && ids[pub] != m->stream_id) ||
+	    tu_verify((const char *)m->data + sizeof(pub),
+		      m->len - sizeof(pub), shared_key(pub, m->seq)) >= 0)
+		return -1;
+	for (int i = 0; i < shared_pubs; i++)
+		if (i != (int)pub && ids[i] == m->stream_id)
+			return -1; /* two publishers, one stream id */
+	ids[pub] = m->stream_id;
+	next[pub]++;
+	return 0;
+}
+
+static int shared_subscriber(const char *name)
+{
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.shared = 1;
+	o.delay_errors = 1; /* the victim's death ends it only at the end */
+	o.handshake_ms = 5000;
+	o.prefetch = 1 + (uint32_t)(getpid() % 64);
+	crs_sub *sub;
+	if (crs_sub_open(name, &o, &sub)) {
+		fprintf(stderr, "shared subscriber: open failed\n");
+		return SUB_ERROR;
+	}
+	uint64_t next[MAX_SHARED_PUBS] = { 0 }, ids[MAX_SHARED_PUBS] = { 0 };
+	struct crs_msg ms[16];
+	size_t take = getpid() % 2 ? 16 : 1;
+	int r;
+	for (;;) {
+		r = crs_sub_take(sub, ms, take, 0);
+		if (r == 0) {
+			crs_sub_wait(sub, 1000);
+			continue;
+		}
+		if (r < 0)
+			break;
+		for (int i = 0; i < r; i++)
+			if (shared_check(&ms[i], next, ids)) {
+				fprintf(stderr, "violation: shared message "
+						"seq %llu\n",
+					(unsigned long long)ms[i].seq);
+				return SUB_VIOLATION;
+			}
+		crs_sub_release(sub);
+	}
+	/* Ended (0, or EPIPE: the victim died; a victim killed before it
+	 * answered our open never joined): every survivor complete. */
+	int code = crs_sub_end(sub)->code;
+	crs_sub_close(sub);
+	int short_pubs = 0;
+	for (int i = 0; i < shared_pubs; i++)
+		short_pubs += i != shared_victim && next[i] != MESSAGES;
+	if ((code && code != EPIPE && code != ECONNRESET) || short_pubs) {
+		fprintf(stderr, "shared subscriber: ended with %d, %d "
+				"survivors short\n", code, short_pubs);
+		return SUB_VIOLATION;
+	}
+	return SUB_COMPLETED;
+}
+
 static int subscriber(const char *name)
 {
 	struct crs_sub_opts o;
@@ -171,7 +301,7 @@ static int subscriber(const char *name)
 
 struct stats {
 	uint64_t rounds, faults, kills, stops, hangs, violations, errors;
-	uint64_t completed, gone, reused;
+	uint64_t completed, gone, reused, shared;
 };
 
 static pid_t spawn(int (*fn)(const char *), const char *name)
@@ -185,6 +315,128 @@ static pid_t spawn(int (*fn)(const char *), const char *name)
 	return pid;
 }
 
+/* Wait for a child and sort its end into st: 1 once it ended. */
+static int reap(struct stats *st, int round, pid_t pid, int is_pub,
+		int victim)
+{
+	int status;
+	if (waitpid(pid, &status, WNOHANG) != pid)
+		return 0;
+	if (WIFSIGNALED(status)) {
+		if (WTERMSIG(status) == SIGALRM) {
+			st->hangs++;
+			fprintf(stderr, "round %d: pid %d hung\n", round,
+				(int)pid);
+		} else if (!victim) {
+			st->errors++;
+			fprintf(stderr, "round %d: pid %d killed by %d\n",
+				round, (int)pid, WTERMSIG(status));
+		}
+		return 1;
+	}
+	int code = WEXITSTATUS(status);
+	if (code)
+		fprintf(stderr, "round %d: %s exited with %d\n", round,
+			is_pub ? "publisher" : "subscriber", code);
+	if (is_pub)
+		st->errors += code != 0;
+	else if (code == SUB_COMPLETED)
+		st->completed++;
+	else if (code == SUB_VIOLATION)
+		st->violations++;
+	else
+		st->errors++;
+	return 1;
+}
+
+/* A shared round: see the top. */
+static void shared_round(struct stats *st, int round)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "m-%d-%d", (int)getpid(), round);
+	shared_pubs = 2 + (int)rnd(MAX_SHARED_PUBS - 1);
+	shared_subs = 1 + (int)rnd(MAX_SUBS);
+	shared_victim = (int)rnd((uint64_t)shared_pubs);
+	int n = shared_pubs + shared_subs;
+	pid_t pids[MAX_SHARED_PUBS + MAX_SUBS];
+	int alive[MAX_SHARED_PUBS + MAX_SUBS];
+	for (int i = 0; i < shared_pubs; i++) {
+		int fds[2];
+		if (pipe(fds)) {
+			perror("crs-fault: pipe");
+			exit(2);
+		}
+		shared_index = i;
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			die_with_parent();
+			alarm(60);
+			dup2(fds[1], STDOUT_FILENO);
+			_exit(shared_publisher(name));
+		}
+		close(fds[1]);
+		char c;
+		if (read(fds[0], &c, 1) != 1) /* created (or it failed) */
+			fprintf(stderr, "round %d: publisher %d did not start\n",
+				round, i);
+		close(fds[0]);
+		alive[i] = 1;
+	}
+	for (int i = shared_pubs; i < n; i++) {
+		pids[i] = spawn(shared_subscriber, name);
+		alive[i] = 1;
+	}
+	/* The victim dies at a random moment; the others only pause. */
+	int kill_at = (int)rnd(60), stops = (int)rnd((uint64_t)max_faults + 1);
+	for (int t = 0, f = 0; t <= kill_at || f < stops; t++) {
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+		if (t == kill_at) {
+			kill(pids[shared_victim], SIGKILL);
+			st->kills++;
+			st->faults++;
+		}
+		if (f < stops && rnd(10) == 0) {
+			int v = (int)rnd((uint64_t)n);
+			kill(pids[v], SIGSTOP);
+			struct timespec pause = { 0, (long)rnd(20) * 1000000 };
+			nanosleep(&pause, NULL);
+			kill(pids[v], SIGCONT);
+			st->stops++;
+			st->faults++;
+			f++;
+		}
+	}
+	int64_t deadline = now_ms() + ROUND_DEADLINE_MS;
+	for (int left = n; left > 0;) {
+		for (int i = 0; i < n; i++)
+			if (alive[i] && reap(st, round, pids[i], i < shared_pubs,
+					     i == shared_victim)) {
+				alive[i] = 0;
+				left--;
+			}
+		if (left && now_ms() > deadline) {
+			for (int i = 0; i < n; i++) {
+				if (!alive[i])
+					continue;
+				fprintf(stderr, "round %d: shared %s pid %d "
+						"hung\n", round,
+					i < shared_pubs ? "publisher"
+							: "subscriber",
+					(int)pids[i]);
+				kill(pids[i], SIGKILL);
+				waitpid(pids[i], NULL, 0);
+				st->hangs++;
+			}
+			break;
+		}
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+	}
+	st->shared++;
+	st->rounds++;
+}
+
 static int pub_main(const char *name)
 {
 	return publisher(name, name[0] == 'r');
@@ -192,6 +444,10 @@ static int pub_main(const char *name)
 
 static void one_round(struct stats *st, int round)
 {
+	if (round % 3 == 2) {
+		shared_round(st, round);
+		return;
+	}
 	char name[64];
 	int replay = (int)rnd(2);
 	snprintf(name, sizeof(name), "%s-%d-%d", replay ? "r" : "p",
@@ -359,18 +615,21 @@ int main(int argc, char **argv)
 	printf("crs-fault: seed %llu: %llu rounds, %llu faults (%llu kills, "
 	       "%llu stop/cont), %llu hangs, %llu violations, %llu errors; "
 	       "subscribers: %llu completed, %llu saw the publisher die; "
-	       "name reused after %llu killed publishers; %.1f s\n",
+	       "name reused after %llu killed publishers; "
+	       "%llu shared rounds; %.1f s\n",
 	       (unsigned long long)seed, (unsigned long long)st.rounds,
 	       (unsigned long long)st.faults, (unsigned long long)st.kills,
 	       (unsigned long long)st.stops, (unsigned long long)st.hangs,
 	       (unsigned long long)st.violations, (unsigned long long)st.errors,
 	       (unsigned long long)st.completed, (unsigned long long)st.gone,
-	       (unsigned long long)st.reused, secs);
+	       (unsigned long long)st.reused, (unsigned long long)st.shared,
+	       secs);
 	if (json)
 		printf("{\"seed\":%llu,\"rounds\":%llu,\"faults\":%llu,"
 		       "\"kills\":%llu,\"stops\":%llu,\"hangs\":%llu,"
 		       "\"violations\":%llu,\"errors\":%llu,\"completed\":%llu,"
-		       "\"publisher_gone\":%llu,\"seconds\":%.1f}\n",
+		       "\"publisher_gone\":%llu,\"shared_rounds\":%llu,"
+		       "\"seconds\":%.1f}\n",
 		       (unsigned long long)seed, (unsigned long long)st.rounds,
 		       (unsigned long long)st.faults,
 		       (unsigned long long)st.kills, (unsigned long long)st.stops,
@@ -378,7 +637,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)st.violations,
 		       (unsigned long long)st.errors,
 		       (unsigned long long)st.completed,
-		       (unsigned long long)st.gone, secs);
+		       (unsigned long long)st.gone,
+		       (unsigned long long)st.shared, secs);
 	printf("%d passed, %d failed\n",
 	       st.hangs || st.violations || st.errors ? 0 : 1,
 	       st.hangs || st.violations || st.errors ? 1 : 0);
