@@ -25,23 +25,23 @@
 
 int attach_connect(const char *name, char *dir, size_t dir_size)
 {
-	struct crs_paths paths;
-	int fd = crs_paths_for(name, 0, &paths);
+	struct name_paths paths;
+	int fd = name_paths_for(name, 0, &paths);
 	if (fd)
 		return fd;
 	if (dir)
 		strlcpy(dir, paths.dir.path, dir_size);
 	fd = ipc_sock_connect(paths.dir.fd, paths.dir.path, paths.sock);
 	if (fd < 0 && fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED)
-		crs_err_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
+		errmsg_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
 			    paths.sock, crs_strerror(fd));
 	else if (fd == -ENOENT || fd == -ECONNREFUSED)
-		crs_err_set(fd,
+		errmsg_set(fd,
 			    fd == -ENOENT ? "no stream '%s' in %s"
 					  : "stream '%s' in %s is "
 					    "stale: its publisher died",
 			    name, paths.dir.path);
-	crs_paths_close(&paths);
+	name_paths_close(&paths);
 	return fd;
 }
 
@@ -68,7 +68,7 @@ static int connect_stream(const char *name, int wait_ms, int handshake_ms,
 		if (fd == -EAGAIN) {
 			left = ipc_left_ns(*hs_deadline);
 			if (left == 0)
-				return crs_err_set(-ETIMEDOUT,
+				return errmsg_set(-ETIMEDOUT,
 						   "the publisher of '%s' "
 						   "accepted no connection within "
 						   "%d ms (its backlog is full: "
@@ -109,7 +109,7 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 	if (p < 0)
 		return p;
 	if (p == 0)
-		return crs_err_set(-ETIMEDOUT,
+		return errmsg_set(-ETIMEDOUT,
 				   "the publisher of '%s' did not answer the "
 				   "handshake in time", name);
 	int n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
@@ -118,11 +118,11 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 	if (n == -ECONNRESET)
 		n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
 	if (n == 0 || n == -ECONNRESET || n == -EAGAIN)
-		return crs_err_set(-ECONNRESET,
+		return errmsg_set(-ECONNRESET,
 				   "the publisher of '%s' hung up during the "
 				   "handshake", name);
 	if (n == -EMFILE)
-		return crs_err_set(n, "out of file descriptors: could not "
+		return errmsg_set(n, "out of file descriptors: could not "
 				   "receive the memfds of stream '%s' "
 				   "(RLIMIT_NOFILE)", name);
 	if (n < 0)
@@ -136,10 +136,10 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 	for (int i = 0; i < ngot; i++)
 		ipc_close(got[i]);
 	if (type == HS_REJECT)
-		return crs_err_set(-m.reject.code,
+		return errmsg_set(-m.reject.code,
 				   "the publisher of '%s' refused: %s", name,
 				   m.reject.reason);
-	return crs_err_set(type < 0 ? type : -CRS_EPROTO,
+	return errmsg_set(type < 0 ? type : -CRS_EPROTO,
 			   "the publisher of '%s' answered the handshake with "
 			   "a malformed message", name);
 }
@@ -169,7 +169,7 @@ static int map_segments(struct attach *a)
 	if (w->data_size < CRS_RING_OFFSET + CRS_RING_MIN ||
 	    w->data_size > CRS_RING_OFFSET + CRS_RING_MAX ||
 	    w->ctl_size != (a->ctl_fd >= 0 ? CRS_CTL_SIZE : 0) ||
-	    !crs_frame_aligned(w->start_pos))
+	    !frame_aligned(w->start_pos))
 		return -CRS_EPROTO;
 	a->data_size = w->data_size;
 	int err = ipc_memfd_check(a->data_fd, a->data_size, 1);
@@ -208,7 +208,7 @@ int attach_hello(struct attach *a, int sock, uint32_t role, const char *name)
 	int err = ipc_sock_peer(a->sock, &peer);
 	if (!err && peer.uid != getuid() && peer.uid != 0)
 		/* neither ours nor root's: do not trust it */
-		err = crs_err_set(-EACCES, "the socket of stream '%s' is "
+		err = errmsg_set(-EACCES, "the socket of stream '%s' is "
 				  "served by uid %u, neither you nor root",
 				  name, (unsigned)peer.uid);
 	struct hs_hello hello;
@@ -243,7 +243,7 @@ int attach_welcome(struct attach *a, const char *name, uint32_t role,
 int attach_open(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 		struct attach *a)
 {
-	crs_err_begin();
+	errmsg_begin();
 	memset(a, 0, sizeof(*a));
 	a->sock = a->data_fd = a->ctl_fd = -1;
 	int err = crs_name_check(name);
@@ -252,11 +252,11 @@ int attach_open(const char *name, uint32_t role, int wait_ms, int handshake_ms,
 	int64_t hs_deadline;
 	int sock = connect_stream(name, wait_ms, handshake_ms, &hs_deadline);
 	if (sock < 0)
-		return crs_err_code(sock);
+		return errmsg_code(sock);
 	err = attach_hello(a, sock, role, name);
 	if (!err)
 		err = attach_welcome(a, name, role, hs_deadline);
-	return crs_err_code(err);
+	return errmsg_code(err);
 }
 
 void attach_close(struct attach *a)

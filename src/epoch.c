@@ -128,8 +128,8 @@ uint64_t epoch_connect(struct pub_epoch *e)
 	}
 	retain_reset(&e->retain, r->pos, r->seq, r->bytes);
 	terminal_put(&r->hdr->terminal, CRS_TERM_NONE, 0, 0, 0, NULL);
-	crs_store_relaxed(&r->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
-	crs_store_relaxed(&r->hdr->stats.epoch, e->epoch);
+	shm_store_relaxed(&r->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
+	shm_store_relaxed(&r->hdr->stats.epoch, e->epoch);
 	pubring_hold(r); /* recompute */
 	pubring_set_open(r, 1);
 	return e->epoch;
@@ -181,7 +181,7 @@ int epoch_terminate(struct pub_epoch *e, uint32_t state, int code,
 	end_epoch(e, state, code, message);
 	terminal_put(&hdr->terminal, state, code, e->ring->pos, e->ring->seq,
 		     message);
-	crs_store_relaxed(&hdr->stats.state,
+	shm_store_relaxed(&hdr->stats.state,
 			  state == CRS_TERM_COMPLETE
 				  ? (uint32_t)CRS_STATS_COMPLETED
 				  : (uint32_t)CRS_STATS_FAILED);
@@ -206,7 +206,7 @@ int epoch_disconnect(struct pub_epoch *e, int64_t epoch)
 	}
 	e->state = PUB_IDLE;
 	/* Still here and free to connect again: live, not closed. */
-	crs_store_relaxed(&e->ring->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
+	shm_store_relaxed(&e->ring->hdr->stats.state, (uint32_t)CRS_STATS_LIVE);
 	return 1;
 }
 
@@ -226,7 +226,7 @@ void epoch_close(struct pub_epoch *e)
 		uint32_t state = terminal_get(&m->ctl->term, &t);
 		if (state == CRS_TERM_DETACHED)
 			/* Pairs with the acquire in terminal_get(). */
-			crs_store_release(&m->ctl->term.state, CRS_TERM_ERROR);
+			shm_store_release(&m->ctl->term.state, CRS_TERM_ERROR);
 		if (state != CRS_TERM_NONE)
 			continue;
 		uint64_t at = m->end_pos != UINT64_MAX ? m->end_pos
@@ -263,9 +263,9 @@ void epoch_mirror(struct pub_epoch *e)
 	int64_t clock = epoch_now(e);
 	retain_trim(&e->retain, r->ring, r->ring_size, r->pos, r->seq, r->bytes,
 		    clock, 0);
-	crs_store_relaxed(&ps->retained, r->seq - e->retain.tail_seq);
-	crs_store_relaxed(&ps->retained_bytes, r->bytes - e->retain.tail_bytes);
-	crs_store_relaxed(&ps->retained_since_ns,
+	shm_store_relaxed(&ps->retained, r->seq - e->retain.tail_seq);
+	shm_store_relaxed(&ps->retained_bytes, r->bytes - e->retain.tail_bytes);
+	shm_store_relaxed(&ps->retained_since_ns,
 			  retain_oldest_time(&e->retain));
-	crs_store_relaxed(&ps->clock_ns, clock);
+	shm_store_relaxed(&ps->clock_ns, clock);
 }

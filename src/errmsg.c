@@ -1,8 +1,8 @@
 /*
  * errmsg.c - crs_errmsg(): one message per thread, written by the call
- * that failed last. A call marks its start with crs_err_begin(); detail
- * recorded after that (crs_err_set) survives its exit, and without any,
- * the exit records the code's generic text (crs_err_code).
+ * that failed last. A call marks its start with errmsg_begin(); detail
+ * recorded after that (errmsg_set) survives its exit, and without any,
+ * the exit records the code's generic text (errmsg_code).
  */
 #include "errmsg.h"
 
@@ -16,7 +16,7 @@ static _Thread_local struct {
 	int fresh; /* text was written by the current call */
 } tls_err = { "no error", 0 };
 
-int crs_err_set(int code, const char *fmt, ...)
+int errmsg_set(int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -26,14 +26,14 @@ int crs_err_set(int code, const char *fmt, ...)
 	return code;
 }
 
-int crs_err_code(int code)
+int errmsg_code(int code)
 {
 	if (code < 0 && !tls_err.fresh)
-		crs_err_set(code, "%s", crs_strerror(code));
+		errmsg_set(code, "%s", crs_strerror(code));
 	return code;
 }
 
-void crs_err_begin(void)
+void errmsg_begin(void)
 {
 	tls_err.fresh = 0;
 }

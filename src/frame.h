@@ -30,50 +30,50 @@
 #define CRS_FRAME_LEN_MASK 0x7fffffffu	/* in len_flags: the length */
 
 /* Bytes a frame of payload len takes, header and padding to 8 included. */
-static inline uint64_t crs_frame_size(uint64_t len)
+static inline uint64_t frame_size(uint64_t len)
 {
 	return (len + CRS_FRAME_HEADER + CRS_FRAME_ALIGN - 1) &
 	       ~(uint64_t)(CRS_FRAME_ALIGN - 1);
 }
 
-static inline int crs_frame_aligned(uint64_t pos)
+static inline int frame_aligned(uint64_t pos)
 {
 	return (pos & (CRS_FRAME_ALIGN - 1)) == 0;
 }
 
-static inline uint32_t crs_frame_tag(uint64_t pos)
+static inline uint32_t frame_tag(uint64_t pos)
 {
 	return (uint32_t)((pos / CRS_FRAME_ALIGN) & CRS_FRAME_TAG_POS_MASK) |
 	       CRS_FRAME_TAG_SET;
 }
 
-static inline uint64_t crs_frame_word(uint64_t pos, uint32_t len_flags)
+static inline uint64_t frame_word(uint64_t pos, uint32_t len_flags)
 {
-	return (uint64_t)crs_frame_tag(pos) << CRS_FRAME_TAG_SHIFT | len_flags;
+	return (uint64_t)frame_tag(pos) << CRS_FRAME_TAG_SHIFT | len_flags;
 }
 
-static inline uint32_t crs_frame_word_tag(uint64_t word)
+static inline uint32_t frame_word_tag(uint64_t word)
 {
 	return (uint32_t)(word >> CRS_FRAME_TAG_SHIFT);
 }
 
-static inline uint32_t crs_frame_word_len_flags(uint64_t word)
+static inline uint32_t frame_word_len_flags(uint64_t word)
 {
 	return (uint32_t)word;
 }
 
 /* len_flags of a padding frame that takes bytes (at least the header). */
-static inline uint32_t crs_frame_pad(uint64_t bytes)
+static inline uint32_t frame_pad(uint64_t bytes)
 {
 	return CRS_FRAME_PAD | (uint32_t)(bytes - CRS_FRAME_HEADER);
 }
 
 /* Bytes the frame whose header says len_flags takes. */
-static inline uint64_t crs_frame_bytes(uint32_t len_flags)
+static inline uint64_t frame_bytes(uint32_t len_flags)
 {
 	return len_flags & CRS_FRAME_PAD
 		       ? (len_flags & CRS_FRAME_LEN_MASK) + CRS_FRAME_HEADER
-		       : crs_frame_size(len_flags);
+		       : frame_size(len_flags);
 }
 
 #endif

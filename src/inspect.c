@@ -35,7 +35,7 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 {
 	struct crs_inspector *in = calloc(1, sizeof(*in));
 	if (!in)
-		return crs_err_set(-ENOMEM, "out of memory");
+		return errmsg_set(-ENOMEM, "out of memory");
 	int err = attach_open(name, HS_ROLE_INSPECTOR, 0, 2000, &in->at);
 	if (err) {
 		free(in);
@@ -82,16 +82,16 @@ static void read_figures(const crs_inspector *in, uint64_t *pos,
 	for (int tries = 0; tries < 64; tries++) {
 		/* Pairs with the release store of the even count in
 		 * pubring_mirror(): the figures read are at least that new. */
-		uint64_t s1 = crs_load_acquire(&st->mirror_seq);
-		*pos = crs_load_relaxed(&st->position);
-		*published = crs_load_relaxed(&st->published);
-		*bytes = crs_load_relaxed(&st->bytes);
+		uint64_t s1 = shm_load_acquire(&st->mirror_seq);
+		*pos = shm_load_relaxed(&st->position);
+		*published = shm_load_relaxed(&st->published);
+		*bytes = shm_load_relaxed(&st->bytes);
 		/* Orders the loads above before the re-read of the count;
 		 * pairs with the release fence after the odd count. */
-		crs_fence_acquire();
-		if (!(s1 & 1) && s1 == crs_load_relaxed(&st->mirror_seq))
+		shm_fence_acquire();
+		if (!(s1 & 1) && s1 == shm_load_relaxed(&st->mirror_seq))
 			break;
-		crs_cpu_relax();
+		spin_relax();
 	}
 	const struct ring_view v = {
 		.base = (const uint8_t *)in->at.hdr + CRS_RING_OFFSET,
@@ -100,7 +100,7 @@ static void read_figures(const crs_inspector *in, uint64_t *pos,
 		.max_message = in->at.seg.max_message,
 	};
 	uint64_t p = *pos;
-	if (!crs_frame_aligned(p))
+	if (!frame_aligned(p))
 		return;
 	for (int i = 0; i < WALK_MAX && p - *pos < v.size; i++) {
 		uint64_t len;
@@ -109,7 +109,7 @@ static void read_figures(const crs_inspector *in, uint64_t *pos,
 		if (k == RING_MESSAGE) {
 			++*published;
 			*bytes += len;
-			p += crs_frame_size(len);
+			p += frame_size(len);
 		} else if (k == RING_PADDING) {
 			p += len;
 		} else {
@@ -131,25 +131,25 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f,
 	f->ring_size = in->at.seg.ring_size;
 	f->max_message = in->at.seg.max_message;
 	f->stream_id = in->at.seg.stream_id;
-	f->subscribers = crs_load_relaxed(&st->subscribers);
+	f->subscribers = shm_load_relaxed(&st->subscribers);
 	read_figures(in, position, &f->published, &f->bytes);
-	f->dropped = crs_load_relaxed(&st->dropped);
-	f->wakes = crs_load_relaxed(&st->wakes);
-	f->no_demand = crs_load_relaxed(&st->no_demand);
-	f->no_room = crs_load_relaxed(&st->no_room);
-	f->evicted = crs_load_relaxed(&st->evicted);
-	f->refused = crs_load_relaxed(&st->refused);
-	f->epoch = crs_load_relaxed(&st->epoch);
-	f->retained = crs_load_relaxed(&st->retained);
-	f->retained_bytes = crs_load_relaxed(&st->retained_bytes);
-	int64_t since = crs_load_relaxed(&st->retained_since_ns);
-	int64_t clock = crs_load_relaxed(&st->clock_ns);
+	f->dropped = shm_load_relaxed(&st->dropped);
+	f->wakes = shm_load_relaxed(&st->wakes);
+	f->no_demand = shm_load_relaxed(&st->no_demand);
+	f->no_room = shm_load_relaxed(&st->no_room);
+	f->evicted = shm_load_relaxed(&st->evicted);
+	f->refused = shm_load_relaxed(&st->refused);
+	f->epoch = shm_load_relaxed(&st->epoch);
+	f->retained = shm_load_relaxed(&st->retained);
+	f->retained_bytes = shm_load_relaxed(&st->retained_bytes);
+	int64_t since = shm_load_relaxed(&st->retained_since_ns);
+	int64_t clock = shm_load_relaxed(&st->clock_ns);
 	f->retained_age_ns = f->mode != CRS_MODE_REPLAY || since == INT64_MIN ||
 					     clock < since
 				     ? -1
 				     : clock - since;
 	f->sampled_ns = ipc_now_ns();
-	uint32_t state = crs_load_relaxed(&st->state);
+	uint32_t state = shm_load_relaxed(&st->state);
 	struct terminal_view t;
 	if (terminal_get(&h->terminal, &t) == CRS_TERM_ERROR) {
 		f->end_code = t.code;
@@ -194,22 +194,22 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 	struct crs_sub_info all[CRS_SUBSCRIBERS_MAX];
 	for (uint32_t i = 0; i < nslots; i++) {
 		const struct crs_sub_stats *ss = &h->subs[i];
-		if (!crs_load_relaxed(&ss->active))
+		if (!shm_load_relaxed(&ss->active))
 			continue;
 		struct crs_sub_info *s = &all[n++];
 		memset(s, 0, sizeof(*s));
-		uint64_t join = crs_load_relaxed(&ss->join_seq);
-		uint64_t consumed_pos = crs_load_relaxed(&ss->consumed);
+		uint64_t join = shm_load_relaxed(&ss->join_seq);
+		uint64_t consumed_pos = shm_load_relaxed(&ss->consumed);
 		s->slot = (int)i;
 		s->pid = ss->pid;
-		s->requested = crs_load_relaxed(&ss->requested);
-		s->outstanding = crs_credit_outstanding(
-			crs_credit_limit(join, s->requested), info->published);
-		s->consumed = crs_load_relaxed(&ss->consumed_seq);
+		s->requested = shm_load_relaxed(&ss->requested);
+		s->outstanding = credit_outstanding(
+			credit_seq_limit(join, s->requested), info->published);
+		s->consumed = shm_load_relaxed(&ss->consumed_seq);
 		s->joined = join;
 		s->lag_messages = sat_sub(info->published, s->consumed);
 		s->lag_bytes = sat_sub(position, consumed_pos);
-		s->wakeups = crs_load_relaxed(&ss->wakeups);
+		s->wakeups = shm_load_relaxed(&ss->wakeups);
 		if (consumed_pos < min_consumed)
 			min_consumed = consumed_pos;
 	}
@@ -224,9 +224,9 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 
 int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
 {
-	crs_err_begin();
+	errmsg_begin();
 	struct ipc_rundir dir;
-	int err = crs_rundir_open(&dir, 0);
+	int err = name_rundir_open(&dir, 0);
 	if (err == -ENOENT)
 		return 0; /* no directory yet: no stream */
 	if (err < 0)
@@ -234,5 +234,5 @@ int crs_inspect_list(char (*names)[CRS_NAME_MAX + 1], int max)
 	int n = ipc_dir_list(dir.fd, ".sock", names ? names[0] : NULL,
 			     CRS_NAME_MAX + 1, names ? max : 0);
 	ipc_rundir_close(&dir);
-	return crs_err_code(n);
+	return errmsg_code(n);
 }

@@ -68,7 +68,7 @@ struct member {
 	uint32_t gen; /* sub->stream_gen when we last looked */
 };
 
-struct crs_merge {
+struct sub_merge {
 	crs_sub *owner; /* the merged subscription */
 	char name[CRS_NAME_MAX + 1];
 	size_t name_len;
@@ -90,7 +90,7 @@ struct crs_merge {
 
 int merge_wanted(const char *name, const struct crs_sub_opts *o)
 {
-	if (crs_name_member(name))
+	if (name_member(name))
 		return 0;
 	if (o->shared)
 		return 1;
@@ -106,7 +106,7 @@ int merge_wanted(const char *name, const struct crs_sub_opts *o)
 
 /* Is leaf (a runtime directory entry) the socket of one of our members?
  * Then copy the member name out. */
-static int member_leaf(const struct crs_merge *mg, const char *leaf,
+static int member_leaf(const struct sub_merge *mg, const char *leaf,
 		       char *out)
 {
 	size_t n = strlen(leaf);
@@ -116,16 +116,16 @@ static int member_leaf(const struct crs_merge *mg, const char *leaf,
 		return 0;
 	memcpy(out, leaf, n - 5);
 	out[n - 5] = 0;
-	return crs_name_member(out) == mg->name_len;
+	return name_member(out) == mg->name_len;
 }
 
 /* What the waits of the merge were armed on changed: see the top. */
-static void merge_stale(struct crs_merge *mg)
+static void merge_stale(struct sub_merge *mg)
 {
 	mg->owner->stream_gen++;
 }
 
-static void member_add(struct crs_merge *mg, const char *name)
+static void member_add(struct sub_merge *mg, const char *name)
 {
 	for (int i = 0; i < mg->n; i++)
 		if (!strcmp(mg->m[i].name, name))
@@ -150,7 +150,7 @@ static void member_add(struct crs_merge *mg, const char *name)
 }
 
 /* Every member socket in the directory now. */
-static void scan(struct crs_merge *mg)
+static void scan(struct sub_merge *mg)
 {
 	enum { MAX = 1024, SIZE = CRS_NAME_MAX + 8 };
 	char *names = malloc((size_t)MAX * SIZE);
@@ -167,7 +167,7 @@ static void scan(struct crs_merge *mg)
 }
 
 /* New members, from the directory's events (rate-limited unless force). */
-static void discover(struct crs_merge *mg, int force)
+static void discover(struct sub_merge *mg, int force)
 {
 	int64_t now = ipc_now_ns();
 	if (!force && now < mg->next_discover_ns)
@@ -205,7 +205,7 @@ static void merge_end(crs_sub *sub, int code, const char *message)
 }
 
 /* Disarm member i's keys (what they watched may be gone). */
-static void member_forget(struct crs_merge *mg, int i)
+static void member_forget(struct sub_merge *mg, int i)
 {
 	ipc_waitset_forget(mg->ws, 2 + 2 * (uint64_t)i);
 	ipc_waitset_forget(mg->ws, 3 + 2 * (uint64_t)i);
@@ -217,7 +217,7 @@ static void member_forget(struct crs_merge *mg, int i)
 
 /* After a call into member i: its open finished (or failed) there, so
  * its keys watch the opener's closed fds, not its stream. */
-static void member_seen(struct crs_merge *mg, int i)
+static void member_seen(struct sub_merge *mg, int i)
 {
 	struct member *m = &mg->m[i];
 	if (m->sub->stream_gen == m->gen)
@@ -227,7 +227,7 @@ static void member_seen(struct crs_merge *mg, int i)
 	merge_stale(mg);
 }
 
-static void member_close(struct crs_merge *mg, int i)
+static void member_close(struct sub_merge *mg, int i)
 {
 	struct member *m = &mg->m[i];
 	if (!m->sub)
@@ -239,7 +239,7 @@ static void member_close(struct crs_merge *mg, int i)
 	mg->live--;
 }
 
-static void close_all(struct crs_merge *mg)
+static void close_all(struct sub_merge *mg)
 {
 	for (int i = 0; i < mg->n; i++)
 		member_close(mg, i);
@@ -248,7 +248,7 @@ static void close_all(struct crs_merge *mg)
 /* Member i's stream ended: left, completed, or failed. */
 static void member_ended(crs_sub *sub, int i)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	struct member *m = &mg->m[i];
 	const struct crs_end *e = crs_sub_end(m->sub);
 	int code = e ? e->code : EPROTO;
@@ -277,7 +277,7 @@ static void member_ended(crs_sub *sub, int i)
 /* Every member found has ended: so does the merge. */
 static void check_done(crs_sub *sub)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	if (sub->ended || mg->live > 0 || mg->held >= 0)
 		return;
 	discover(mg, 1); /* one that joined just now keeps it going */
@@ -292,7 +292,7 @@ static void check_done(crs_sub *sub)
 static int take_from(crs_sub *sub, int i, struct crs_msg *msgs, size_t max,
 		     size_t max_bytes)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	struct member *m = &mg->m[i];
 	int r;
 	if (m->stashed) {
@@ -324,7 +324,7 @@ static int take_from(crs_sub *sub, int i, struct crs_msg *msgs, size_t max,
  * of each member that has one (the stash, handed out first later). */
 static void fill_stashes(crs_sub *sub)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	for (int i = 0; i < mg->n && !sub->ended; i++) {
 		struct member *m = &mg->m[i];
 		if (!m->sub || m->stashed || i == mg->held)
@@ -343,7 +343,7 @@ static void fill_stashes(crs_sub *sub)
 
 void merge_release(crs_sub *sub)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	if (mg->held < 0)
 		return;
 	struct member *m = &mg->m[mg->held];
@@ -352,7 +352,7 @@ void merge_release(crs_sub *sub)
 	if (sub->prefetch) {
 		sub->since_request += mg->held_n;
 		if (sub->since_request >= sub->replenish) {
-			sub->requested = crs_credit_add(sub->requested,
+			sub->requested = credit_add(sub->requested,
 							sub->since_request);
 			sub->since_request = 0;
 		}
@@ -364,7 +364,7 @@ void merge_release(crs_sub *sub)
 int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 	       size_t max_bytes)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	merge_release(sub);
 	if (sub->ended)
 		return -CRS_EEND;
@@ -408,7 +408,7 @@ int merge_request(crs_sub *sub, uint64_t n)
 		close_all(sub->merge);
 		return -EINVAL;
 	}
-	sub->requested = crs_credit_add(sub->requested, n);
+	sub->requested = credit_add(sub->requested, n);
 	return 0;
 }
 
@@ -426,7 +426,7 @@ void merge_cancel(crs_sub *sub)
 /* 1 if merge_take would return non-zero now. */
 int merge_has_work(crs_sub *sub)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	if (sub->ended)
 		return 1;
 	discover(mg, 1);
@@ -445,7 +445,7 @@ int merge_has_work(crs_sub *sub)
 static int wait_announce(void *ctx, struct ipc_waitset *ws)
 {
 	crs_sub *sub = ctx;
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	int how = 0;
 	sub->wait_gen = sub->stream_gen;
 	if (mg->watch_fd >= 0 && ipc_waitset_poll(ws, 0, mg->watch_fd, POLLIN))
@@ -472,14 +472,14 @@ static int wait_has_work(void *ctx)
 static void wait_withdraw(void *ctx)
 {
 	crs_sub *sub = ctx;
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	for (int i = 0; i < mg->n; i++)
 		if (mg->m[i].sub)
 			sub_withdraw(mg->m[i].sub);
 }
 
 /* The members' hangups among fired keys. */
-static void note_fired(struct crs_merge *mg, const uint64_t *fired, int n)
+static void note_fired(struct sub_merge *mg, const uint64_t *fired, int n)
 {
 	for (int k = 0; k < n; k++) {
 		uint64_t key = fired[k];
@@ -491,7 +491,7 @@ static void note_fired(struct crs_merge *mg, const uint64_t *fired, int n)
 
 int merge_announce(crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	if (!mg->loop_ws && ipc_waitset_new(&mg->loop_ws))
 		return PARK_NAP;
 	/* Take what fired (one-shot entries), then arm again. */
@@ -520,7 +520,7 @@ static const struct park_hooks wait_hooks = {
 
 int merge_wait(crs_sub *sub, int timeout_ms)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
 	unsigned step = 1;
@@ -531,7 +531,7 @@ int merge_wait(crs_sub *sub, int timeout_ms)
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (now < spin_until) {
-			crs_backoff(&step, SPIN_BACKOFF_MAX);
+			spin_backoff(&step, SPIN_BACKOFF_MAX);
 			continue;
 		}
 		uint64_t fired[16];
@@ -542,7 +542,7 @@ int merge_wait(crs_sub *sub, int timeout_ms)
 
 int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)
 {
-	struct crs_merge *mg = calloc(1, sizeof(*mg));
+	struct sub_merge *mg = calloc(1, sizeof(*mg));
 	if (!mg)
 		return -ENOMEM;
 	mg->owner = sub;
@@ -559,7 +559,7 @@ int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)
 	mg->member_opts.spin_us = o->spin_us;
 	mg->member_opts.async = 1;
 	sub->merge = mg;
-	int err = crs_rundir_open(&mg->dir, 0);
+	int err = name_rundir_open(&mg->dir, 0);
 	if (!err)
 		err = ipc_waitset_new(&mg->ws);
 	if (err) {
@@ -580,7 +580,7 @@ int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)
 
 void merge_close(crs_sub *sub)
 {
-	struct crs_merge *mg = sub->merge;
+	struct sub_merge *mg = sub->merge;
 	if (!mg)
 		return;
 	if (mg->m)

@@ -19,30 +19,30 @@
 static int name_check(const char *name)
 {
 	if (!name || !*name)
-		return crs_err_set(-EINVAL, "stream name is empty");
+		return errmsg_set(-EINVAL, "stream name is empty");
 	if (name[0] == '.' || name[0] == '-')
-		return crs_err_set(-EINVAL,
+		return errmsg_set(-EINVAL,
 				   "stream name '%.64s' starts with '%c'", name,
 				   name[0]);
 	size_t n = 0;
-	size_t member = crs_name_member(name); /* the "~<id>" of a member */
+	size_t member = name_member(name); /* the "~<id>" of a member */
 	if (member && strlen(name) > CRS_NAME_MAX)
-		return crs_err_set(-EINVAL,
+		return errmsg_set(-EINVAL,
 				   "stream name is longer than %d bytes",
 				   CRS_NAME_MAX);
 	for (const char *p = name; *p; p++, n++) {
 		char c = *p;
 		if (member && n >= member)
-			break; /* checked by crs_name_member() */
+			break; /* checked by name_member() */
 		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			 (c >= '0' && c <= '9') || c == '.' || c == '_' ||
 			 c == '-';
 		if (n >= CRS_NAME_MAX)
-			return crs_err_set(-EINVAL,
+			return errmsg_set(-EINVAL,
 					   "stream name is longer than %d "
 					   "bytes", CRS_NAME_MAX);
 		if (!ok)
-			return crs_err_set(-EINVAL,
+			return errmsg_set(-EINVAL,
 					   "stream name '%.64s' has a character "
 					   "outside [A-Za-z0-9._-] at offset %zu",
 					   name, n);
@@ -50,7 +50,7 @@ static int name_check(const char *name)
 	return 0;
 }
 
-size_t crs_name_member(const char *name)
+size_t name_member(const char *name)
 {
 	size_t n = strlen(name);
 	if (n <= CRS_MEMBER_SUFFIX || name[n - CRS_MEMBER_SUFFIX] != '~')
@@ -64,7 +64,7 @@ size_t crs_name_member(const char *name)
 
 int crs_name_check(const char *name)
 {
-	crs_err_begin();
+	errmsg_begin();
 	return name_check(name);
 }
 
@@ -78,31 +78,31 @@ static int dir_error(const struct ipc_rundir *d, int err)
 		snprintf(from, sizeof(from), " (from XDG_RUNTIME_DIR=%s)",
 			 getenv("XDG_RUNTIME_DIR"));
 	if (d->why && d->have_st && S_ISLNK(d->st.st_mode))
-		return crs_err_set(err,
+		return errmsg_set(err,
 				   "runtime directory %s%s is refused: %s "
 				   "(the link belongs to uid %u; you are uid %u)",
 				   d->path, from, d->why,
 				   (unsigned)d->st.st_uid, (unsigned)getuid());
 	if (d->why && d->have_st)
-		return crs_err_set(err,
+		return errmsg_set(err,
 				   "runtime directory %s%s is refused: %s "
 				   "(mode %04o, owner uid %u; you are uid %u)",
 				   d->path, from, d->why,
 				   (unsigned)(d->st.st_mode & 07777),
 				   (unsigned)d->st.st_uid, (unsigned)getuid());
 	if (d->why)
-		return crs_err_set(err, "runtime directory %s%s: %s: %s",
+		return errmsg_set(err, "runtime directory %s%s: %s: %s",
 				   d->path, from, d->why, crs_strerror(err));
 	if (err == -ENOENT)
-		return crs_err_set(err,
+		return errmsg_set(err,
 				   "runtime directory %s%s does not exist: "
 				   "no publisher has created a stream there",
 				   d->path, from);
-	return crs_err_set(err, "runtime directory %s%s: %s", d->path, from,
+	return errmsg_set(err, "runtime directory %s%s: %s", d->path, from,
 			   crs_strerror(err));
 }
 
-int crs_rundir_open(struct ipc_rundir *d, int create)
+int name_rundir_open(struct ipc_rundir *d, int create)
 {
 	int err = ipc_rundir_open(d, create);
 	return err ? dir_error(d, err) : 0;
@@ -110,29 +110,29 @@ int crs_rundir_open(struct ipc_rundir *d, int create)
 
 int crs_runtime_dir(char *buf, size_t size)
 {
-	crs_err_begin();
+	errmsg_begin();
 	struct ipc_rundir d;
-	int err = crs_rundir_open(&d, 0);
+	int err = name_rundir_open(&d, 0);
 	if (err)
 		return err;
 	ipc_rundir_close(&d);
 	size_t n = strlen(d.path);
 	if (n >= size)
-		return crs_err_set(-ENAMETOOLONG,
+		return errmsg_set(-ENAMETOOLONG,
 				   "runtime directory %s does not fit a buffer "
 				   "of %zu bytes", d.path, size);
 	memcpy(buf, d.path, n + 1);
 	return (int)n;
 }
 
-int crs_paths_for(const char *name, int create, struct crs_paths *out)
+int name_paths_for(const char *name, int create, struct name_paths *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->dir.fd = -1;
 	int err = name_check(name);
 	if (err)
 		return err;
-	err = crs_rundir_open(&out->dir, create);
+	err = name_rundir_open(&out->dir, create);
 	if (err)
 		return err;
 	snprintf(out->sock, sizeof(out->sock), "%s.sock", name);
@@ -140,7 +140,7 @@ int crs_paths_for(const char *name, int create, struct crs_paths *out)
 	return 0;
 }
 
-void crs_paths_close(struct crs_paths *p)
+void name_paths_close(struct name_paths *p)
 {
 	ipc_rundir_close(&p->dir);
 }

@@ -10,7 +10,7 @@
 #include "ipc/compiler.h"
 #include "ipc/rundir.h"
 
-struct crs_paths {
+struct name_paths {
 	struct ipc_rundir dir; /* open: every file below goes through it */
 	char sock[CRS_NAME_MAX + 8]; /* "<name>.sock" in dir */
 	char lock[CRS_NAME_MAX + 8]; /* "<name>.lock" in dir */
@@ -22,17 +22,17 @@ struct crs_paths {
  * shared. */
 #define CRS_MEMBER_SUFFIX 9 /* "~" and the 8 digits */
 /* The length of the base name if name is a member name, else 0. */
-size_t crs_name_member(const char *name);
+size_t name_member(const char *name);
 
 /* ipc_rundir_open, recording for crs_errmsg() why it failed. */
-CRS_MUST_USE int crs_rundir_open(struct ipc_rundir *d, int create);
+CRS_MUST_USE int name_rundir_open(struct ipc_rundir *d, int create);
 
 /* Validate name, open the runtime directory (creating it if create) and
- * derive the file names. 0 (close with crs_paths_close), -EINVAL (bad
+ * derive the file names. 0 (close with name_paths_close), -EINVAL (bad
  * name), -EPERM/-ELOOP/-ENOTDIR (unsafe directory), -errno; on failure
  * crs_errmsg() says which directory and why. */
-CRS_MUST_USE int crs_paths_for(const char *name, int create,
-			       struct crs_paths *out);
-void crs_paths_close(struct crs_paths *p);
+CRS_MUST_USE int name_paths_for(const char *name, int create,
+			       struct name_paths *out);
+void name_paths_close(struct name_paths *p);
 
 #endif

@@ -18,7 +18,7 @@
 #define RETRY_FIRST_NS 10000000LL /* 10 ms */
 #define RETRY_MAX_NS 1000000000LL /* 1 s */
 
-void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
+void opener_start(struct opener *op, const char *name, int wait_ms,
 		      int handshake_ms, int persist)
 {
 	memset(op, 0, sizeof(*op));
@@ -32,7 +32,7 @@ void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
 	op->at.sock = op->at.data_fd = op->at.ctl_fd = -1;
 }
 
-void crs_opener_stop(struct crs_opener *op)
+void opener_stop(struct opener *op)
 {
 	if (op->handshaking)
 		attach_close(&op->at);
@@ -55,7 +55,7 @@ static int drain(int fd)
 /* Watch the directory the stream's socket appears in: a publisher's
  * bind creates a file there. Best effort (the events are only a hint
  * to try again): without a watch the backoff timer retries. */
-static void watch_dir(struct crs_opener *op)
+static void watch_dir(struct opener *op)
 {
 	if (op->watch_fd >= 0 || !op->dir[0])
 		return;
@@ -72,7 +72,7 @@ static void watch_dir(struct crs_opener *op)
 
 /* An attempt failed with err: give up (returns err) or wait for the
  * directory to change or the backoff to pass (returns 0). */
-static int not_yet(struct crs_opener *op, int err, int64_t now)
+static int not_yet(struct opener *op, int err, int64_t now)
 {
 	if (err == -EAGAIN) { /* backlog full: until the handshake deadline */
 		if (!op->persist && now >= op->hs_deadline)
@@ -95,7 +95,7 @@ static int not_yet(struct crs_opener *op, int err, int64_t now)
 	return 0;
 }
 
-static int handshake_step(struct crs_opener *op, struct attach *out,
+static int handshake_step(struct opener *op, struct attach *out,
 			  int64_t now)
 {
 	int p = ipc_fd_poll(op->at.sock, POLLIN, 0);
@@ -119,7 +119,7 @@ static int handshake_step(struct crs_opener *op, struct attach *out,
 	return not_yet(op, err, now);
 }
 
-int crs_opener_step(struct crs_opener *op, struct attach *out)
+int opener_step(struct opener *op, struct attach *out)
 {
 	int64_t now = ipc_now_ns();
 	drain(op->timer_fd);
@@ -162,7 +162,7 @@ static int arm_fd(struct ipc_waitset *ws, uint64_t key, int fd)
 	return fd < 0 ? 0 : ipc_waitset_poll(ws, key, fd, POLLIN);
 }
 
-int crs_opener_arm(struct crs_opener *op, struct ipc_waitset *ws,
+int opener_arm(struct opener *op, struct ipc_waitset *ws,
 		   uint64_t base)
 {
 	int err = arm_fd(ws, base, op->handshaking ? op->at.sock : op->watch_fd);

@@ -22,7 +22,7 @@
 #include "ipc/rundir.h"
 #include "ipc/waitset.h"
 
-struct crs_opener {
+struct opener {
 	char name[CRS_NAME_MAX + 1];
 	int handshake_ms;	  /* -1: forever */
 	int persist;		  /* retry after every failure, forever */
@@ -42,18 +42,18 @@ struct crs_opener {
  * may take to appear (0: one attempt, -1: forever); handshake_ms as for
  * attach_open; persist: a failed attempt is retried (with backoff)
  * instead of reported, and the stream may take forever to appear. */
-void crs_opener_start(struct crs_opener *op, const char *name, int wait_ms,
+void opener_start(struct opener *op, const char *name, int wait_ms,
 		      int handshake_ms, int persist);
 /* Advance without blocking. Returns 0 (not yet), 1 (opened: *out holds
  * the attachment, now the caller's) or the failure as for attach_open
  * (-ENOENT for a stream that did not appear in time). */
-CRS_MUST_USE int crs_opener_step(struct crs_opener *op, struct attach *out);
+CRS_MUST_USE int opener_step(struct opener *op, struct attach *out);
 /* Arm ws to wake when a step may get further: keys base (directory or
  * socket) and base + 1 (timer). 0, or -errno when an arm failed (then
  * nap and step again). */
-CRS_MUST_USE int crs_opener_arm(struct crs_opener *op, struct ipc_waitset *ws,
+CRS_MUST_USE int opener_arm(struct opener *op, struct ipc_waitset *ws,
 				uint64_t base);
 /* Close what is open (also after success: the attachment was moved). */
-void crs_opener_stop(struct crs_opener *op);
+void opener_stop(struct opener *op);
 
 #endif

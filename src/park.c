@@ -13,7 +13,7 @@ int park_begin(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 	/* Step 2: orders the announcements just stored before the loads
 	 * of the re-check; pairs with the waker's fence (park_waker_fence
 	 * in sub_publish, the asked-for one in pubring_wake_from). */
-	crs_fence_full();
+	shm_fence_full();
 	*nap = how & PARK_NAP ? PARK_FIRST_NAP_NS : 0;
 	return h->has_work(ctx);
 }

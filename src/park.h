@@ -143,9 +143,9 @@ int park_wait(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 static inline void park_waker_fence(int full)
 {
 	if (full)
-		crs_fence_full();
+		shm_fence_full();
 	else
-		crs_fence_compiler();
+		shm_fence_compiler();
 }
 
 #endif

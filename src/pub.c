@@ -115,14 +115,14 @@ static void header_init(struct crs_pub *pub, const char *name,
  * hold the lock, so any socket file there is stale. */
 static int listen_on(struct crs_pub *pub)
 {
-	const struct crs_paths *p = &pub->paths;
+	const struct name_paths *p = &pub->paths;
 	int fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	if (fd == -EADDRINUSE) {
 		ipc_unlink_at(p->dir.fd, p->sock);
 		fd = ipc_sock_listen(p->dir.fd, p->dir.path, p->sock);
 	}
 	if (fd < 0)
-		crs_err_set(fd, "cannot listen on %s/%s: %s", p->dir.path,
+		errmsg_set(fd, "cannot listen on %s/%s: %s", p->dir.path,
 			    p->sock, crs_strerror(fd));
 	return fd;
 }
@@ -131,23 +131,23 @@ static int listen_on(struct crs_pub *pub)
 static int pub_lock_error(const struct crs_pub *pub, const char *name,
 			  int err)
 {
-	const struct crs_paths *p = &pub->paths;
+	const struct name_paths *p = &pub->paths;
 	if (err != -EEXIST)
-		return crs_err_set(err, "cannot take the lock %s/%s: %s",
+		return errmsg_set(err, "cannot take the lock %s/%s: %s",
 				   p->dir.path, p->lock, crs_strerror(err));
 	int owner = ipc_lock_owner(p->dir.fd, p->lock);
 	if (owner)
-		return crs_err_set(err, "stream '%s' is already published by "
+		return errmsg_set(err, "stream '%s' is already published by "
 				   "pid %d (lock %s/%s)", name, owner,
 				   p->dir.path, p->lock);
-	return crs_err_set(err, "stream '%s' is already published by a live "
+	return errmsg_set(err, "stream '%s' is already published by a live "
 			   "process (lock %s/%s)", name, p->dir.path, p->lock);
 }
 
 static int pub_setup(struct crs_pub *pub, const char *name,
 		     struct crs_pub_opts *o)
 {
-	int err = crs_paths_for(name, 1, &pub->paths);
+	int err = name_paths_for(name, 1, &pub->paths);
 	if (err)
 		return err;
 	pub->lock_fd = ipc_lock_take(pub->paths.dir.fd, pub->paths.lock);
@@ -165,7 +165,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	pubring_init(&pub->ring, map, o->ring_bytes, o->max_message,
 		     o->mode == CRS_MODE_REPLAY, fences);
 	pub->overflow = o->overflow;
-	pub->spin_ns = crs_spin_ns(o->spin_us);
+	pub->spin_ns = spin_budget_ns(o->spin_us);
 	err = epoch_init(&pub->epoch, &pub->ring, o);
 	if (err)
 		return err;
@@ -207,8 +207,8 @@ static int shared_name(const char *name, const struct crs_pub_opts *o,
 	int err = crs_name_check(name);
 	if (err)
 		return err;
-	if (crs_name_member(name))
-		return crs_err_set(-EINVAL, "'%s' is a member name of a "
+	if (name_member(name))
+		return errmsg_set(-EINVAL, "'%s' is a member name of a "
 				   "shared stream; publish with "
 				   "crs_pub_opts.shared instead", name);
 	if (!o->shared) {
@@ -216,7 +216,7 @@ static int shared_name(const char *name, const struct crs_pub_opts *o,
 		return 0;
 	}
 	if (strlen(name) > CRS_NAME_MAX - CRS_MEMBER_SUFFIX)
-		return crs_err_set(-EINVAL, "shared stream name '%s' is longer "
+		return errmsg_set(-EINVAL, "shared stream name '%s' is longer "
 				   "than %d bytes", name,
 				   CRS_NAME_MAX - CRS_MEMBER_SUFFIX);
 	uint32_t id = (uint32_t)stream_id_new((uint64_t)ipc_now_ns());
@@ -239,7 +239,7 @@ static int shared_mark(struct crs_pub *pub, const char *name, int shared)
 			O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) {
 		int err = -errno;
-		return crs_err_set(err, "cannot create %s/%s: %s",
+		return errmsg_set(err, "cannot create %s/%s: %s",
 				   pub->paths.dir.path, marker,
 				   crs_strerror(err));
 	}
@@ -250,7 +250,7 @@ static int shared_mark(struct crs_pub *pub, const char *name, int shared)
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out)
 {
-	crs_err_begin();
+	errmsg_begin();
 	struct crs_pub_opts o;
 	if (opts)
 		o = *opts;
@@ -258,11 +258,11 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		crs_pub_opts_init(&o);
 	int err = opts_check(&o);
 	if (err)
-		return crs_err_set(err, "invalid crs_pub_opts for stream '%.64s'",
+		return errmsg_set(err, "invalid crs_pub_opts for stream '%.64s'",
 				   name ? name : "");
 	struct crs_pub *pub = calloc(1, sizeof(*pub));
 	if (!pub)
-		return crs_err_code(-ENOMEM);
+		return errmsg_code(-ENOMEM);
 	pub->paths.dir.fd = -1;
 	pub->data_fd = pub->listen_fd = pub->lock_fd = pub->ep = -1;
 	pub->ws_gen = UINT32_MAX;
@@ -290,11 +290,11 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		if (owned)
 			ipc_unlink_at(pub->paths.dir.fd, pub->paths.lock);
 		ipc_close(pub->lock_fd);
-		crs_paths_close(&pub->paths);
+		name_paths_close(&pub->paths);
 		epoch_free(&pub->epoch);
 		free(pub->latest);
 		free(pub);
-		return crs_err_code(err);
+		return errmsg_code(err);
 	}
 	*out = pub;
 	return 0;
@@ -496,7 +496,7 @@ int crs_pub_offer(crs_pub *pub, const void *data, size_t len)
 
 uint64_t crs_pub_dropped(const crs_pub *pub)
 {
-	return crs_load_relaxed(&pub->ring.hdr->stats.dropped);
+	return shm_load_relaxed(&pub->ring.hdr->stats.dropped);
 }
 
 /* ---- epochs (epoch.c) ------------------------------------------------- */
@@ -541,7 +541,7 @@ int crs_pub_disconnect(crs_pub *pub, int64_t epoch)
 uint64_t crs_pub_demand(crs_pub *pub)
 {
 	control_recompute(&pub->control);
-	return crs_credit_outstanding(pub->ring.credit_limit, pub->ring.seq);
+	return credit_outstanding(pub->ring.credit_limit, pub->ring.seq);
 }
 
 int crs_pub_serve(crs_pub *pub)
@@ -605,14 +605,14 @@ int pub_announce(struct crs_pub *pub, struct ipc_waitset *ws, uint64_t base,
 	}
 	/* Read by sub_publish() after it stored new demand. */
 	if (pub->parkers++ == 0)
-		crs_store_relaxed(&pub->ring.hdr->signal.pub_parked, 1);
+		shm_store_relaxed(&pub->ring.hdr->signal.pub_parked, 1);
 	return control_arm(&pub->control, ws, base, progress);
 }
 
 void pub_withdraw(struct crs_pub *pub)
 {
 	if (pub->parkers > 0 && --pub->parkers == 0)
-		crs_store_relaxed(&pub->ring.hdr->signal.pub_parked, 0);
+		shm_store_relaxed(&pub->ring.hdr->signal.pub_parked, 0);
 }
 
 /* A blocking wait of the publisher: park.h over this one publisher,
@@ -750,7 +750,7 @@ void crs_pub_close(crs_pub *pub)
 	if (!pub)
 		return;
 	epoch_close(&pub->epoch);
-	crs_store_relaxed(&pub->ring.hdr->stats.state,
+	shm_store_relaxed(&pub->ring.hdr->stats.state,
 			  (uint32_t)CRS_STATS_CLOSED);
 	/* Unlink first so no new subscriber finds a stream going away. */
 	ipc_unlink_at(pub->paths.dir.fd, pub->paths.sock);
@@ -762,7 +762,7 @@ void crs_pub_close(crs_pub *pub)
 	ipc_unmap(pub->ring.hdr, pub->data_size);
 	ipc_close(pub->data_fd);
 	ipc_close(pub->lock_fd);
-	crs_paths_close(&pub->paths);
+	name_paths_close(&pub->paths);
 	epoch_free(&pub->epoch);
 	free(pub->latest);
 	free(pub);

@@ -46,7 +46,7 @@ struct crs_pub {
 	int ep;			/* epoll set (serve.h) */
 	struct ipc_waitset *ws; /* for crs_pub_wait*: keys 0..64 */
 	uint32_t ws_gen;	/* slot_gen when ws was last armed */
-	struct crs_paths paths;
+	struct name_paths paths;
 };
 
 /* For loop.c. Serve control now if forced or due; then send the LATEST

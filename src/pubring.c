@@ -81,13 +81,13 @@ void pubring_mirror(struct pub_ring *r)
 	 * change. The release fence orders the odd count before the
 	 * figures; the release store of the even one orders them before
 	 * it. Both pair with the inspector's acquire load and fence. */
-	uint64_t v = crs_load_relaxed(&st->mirror_seq); /* ours alone */
-	crs_store_relaxed(&st->mirror_seq, v + 1);
-	crs_fence_release();
-	crs_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
-	crs_store_relaxed(&st->published, r->seq - r->more_count);
-	crs_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
-	crs_store_release(&st->mirror_seq, v + 2);
+	uint64_t v = shm_load_relaxed(&st->mirror_seq); /* ours alone */
+	shm_store_relaxed(&st->mirror_seq, v + 1);
+	shm_fence_release();
+	shm_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
+	shm_store_relaxed(&st->published, r->seq - r->more_count);
+	shm_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
+	shm_store_release(&st->mirror_seq, v + 2);
 }
 
 void pubring_wake_all(struct pub_ring *r)
@@ -96,7 +96,7 @@ void pubring_wake_all(struct pub_ring *r)
 	/* Step c of park.h: W changes before the wake, so a subscriber
 	 * that sleeps on the old value returns at once. The release pairs
 	 * with the acquire load of data_signal in sub_announce(). */
-	crs_store_release(&r->hdr->signal.data_signal, r->signal);
+	shm_store_release(&r->hdr->signal.data_signal, r->signal);
 	ipc_futex_wake(&r->hdr->signal.data_signal, INT_MAX);
 	shm_inc(&r->hdr->stats.wakes);
 }
@@ -118,8 +118,8 @@ static int wake_due(struct pub_ring *r, int k)
 	/* Orders the load of the park word before the load of consumed:
 	 * pairs with the full fence in sub_publish(), which comes after
 	 * its store of consumed and before a later announcement. */
-	crs_fence_acquire();
-	uint64_t cons = crs_load_relaxed(w->consumed);
+	shm_fence_acquire();
+	uint64_t cons = shm_load_relaxed(w->consumed);
 	if (cons >= r->pos || (w->woke && w->woke_consumed == cons))
 		return 0;
 	w->woke = 1;
@@ -136,9 +136,9 @@ void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
 			 * the commit before the loads of the park words
 			 * from here on; pairs with the fence in
 			 * park_begin() after sub_announce(). */
-			crs_fence_full();
+			shm_fence_full();
 			fenced = 1;
-			w = crs_load_relaxed(r->parked[i]);
+			w = shm_load_relaxed(r->parked[i]);
 		}
 		if ((w & CRS_PARK_ASLEEP) && (uint32_t)w == r->signal &&
 		    wake_due(r, i)) {
@@ -147,7 +147,7 @@ void pubring_wake_from(struct pub_ring *r, int i, uint64_t w)
 		}
 		if (++i == r->nparked)
 			return;
-		w = crs_load_relaxed(r->parked[i]);
+		w = shm_load_relaxed(r->parked[i]);
 	}
 }
 

@@ -111,7 +111,7 @@ void pubring_pad(struct pub_ring *r, uint64_t pad);
 static inline uint64_t pubring_need(const struct pub_ring *r, size_t len,
 				    uint64_t *pad)
 {
-	uint64_t frame = crs_frame_size(len);
+	uint64_t frame = frame_size(len);
 	*pad = ring_pad_needed(r->pos & r->mask, frame, r->ring_size);
 	return *pad + frame;
 }
@@ -140,7 +140,7 @@ static inline void *pubring_take(struct pub_ring *r, size_t len)
  * caller's slow path sorts it out; nothing was changed). */
 static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 {
-	uint64_t frame = crs_frame_size(len);
+	uint64_t frame = frame_size(len);
 	uint64_t off = r->pos & r->mask;
 	/* Everything unusual in one test: the cached limits say whether
 	 * demand and room allow it (control_recompute refreshes them). */
@@ -173,7 +173,7 @@ static inline void pubring_wake_if_parked(struct pub_ring *r)
 	 * before relying on the fence (park.h). */
 	park_waker_fence(r->fences);
 	for (int i = 0; i < r->nparked; i++) {
-		uint64_t w = crs_load_relaxed(r->parked[i]);
+		uint64_t w = shm_load_relaxed(r->parked[i]);
 		if (__builtin_expect(w >> 32 != 0, 0)) {
 			pubring_wake_from(r, i, w);
 			return;
@@ -206,18 +206,18 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 	if (__builtin_expect(!r->claimed || len > r->claim_len, 0))
 		return -EINVAL;
 	uint64_t pos = r->claim_pos;
-	uint64_t next = pos + crs_frame_size(len);
+	uint64_t next = pos + frame_size(len);
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the
 		 * frames behind it whose headers are stored now. */
 		r->more = 1;
 		r->more_pos = pos;
-		r->more_word = crs_frame_word(pos, (uint32_t)len);
+		r->more_word = frame_word(pos, (uint32_t)len);
 		ring_clear(r->ring, r->mask, next);
 	} else {
 		ring_commit(r->ring, r->mask, pos, next,
-			    crs_frame_word(pos, (uint32_t)len));
+			    frame_word(pos, (uint32_t)len));
 	}
 	r->pos = next;
 	r->claimed = 0;

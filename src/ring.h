@@ -44,7 +44,7 @@
  * as the same message (the fuzzer checks this).
  *
  * Walking. A frame's header says how far the next one is
- * (crs_frame_bytes); a reader steps over padding by the length
+ * (frame_bytes); a reader steps over padding by the length
  * ring_check() gives, a writer over its own frames by their headers
  * (ring_next). A walk over any ring ends within one step per header
  * slot: a slot holds one word, and that word is the frame of at most
@@ -99,20 +99,20 @@ static inline const void *ring_payload(const struct ring_view *v,
  * the release store in ring_commit() / ring_publish(). */
 static inline uint64_t ring_load(const struct ring_view *v, uint64_t pos)
 {
-	return crs_load_acquire(ring_slot(v, pos));
+	return shm_load_acquire(ring_slot(v, pos));
 }
 
 /* The header word at pos, for a look that reads nothing behind it (or
  * for the writer, at its own headers). */
 static inline uint64_t ring_peek(const struct ring_view *v, uint64_t pos)
 {
-	return crs_load_relaxed(ring_slot(v, pos));
+	return shm_load_relaxed(ring_slot(v, pos));
 }
 
 /* Is word (read at pos) the header of a frame committed at pos? */
 static inline int ring_committed(uint64_t word, uint64_t pos)
 {
-	return crs_frame_word_tag(word) == crs_frame_tag(pos);
+	return frame_word_tag(word) == frame_tag(pos);
 }
 
 /* The hot check's second half: does the committed word at the
@@ -121,7 +121,7 @@ static inline int ring_committed(uint64_t word, uint64_t pos)
 static inline int ring_message_fits(const struct ring_view *v, uint64_t word,
 				    uint64_t pos)
 {
-	uint32_t n = crs_frame_word_len_flags(word);
+	uint32_t n = frame_word_len_flags(word);
 	/* Offset and size are multiples of 8, so the padding of the
 	 * payload to 8 needs no test. */
 	return n <= v->max_message &&
@@ -130,7 +130,7 @@ static inline int ring_message_fits(const struct ring_view *v, uint64_t word,
 
 /* The hot check: is word (read at the 8-aligned pos) a committed message
  * that fits before the ring's end and within max_message? Its length is
- * then crs_frame_word_len_flags(word). 0 says nothing more: ask
+ * then frame_word_len_flags(word). 0 says nothing more: ask
  * ring_check(). */
 static inline int ring_is_message(const struct ring_view *v, uint64_t word,
 				  uint64_t pos)
@@ -148,10 +148,10 @@ static inline enum ring_frame ring_check(const struct ring_view *v,
 {
 	if (!ring_committed(word, pos))
 		return RING_NONE;
-	if (!crs_frame_aligned(pos))
+	if (!frame_aligned(pos))
 		return RING_CORRUPT;
 	uint64_t off = pos & v->mask;
-	uint32_t lf = crs_frame_word_len_flags(word);
+	uint32_t lf = frame_word_len_flags(word);
 	uint64_t n = lf & CRS_FRAME_LEN_MASK;
 	if (lf & CRS_FRAME_PAD) {
 		if (off + CRS_FRAME_HEADER + n != v->size)
@@ -159,7 +159,7 @@ static inline enum ring_frame ring_check(const struct ring_view *v,
 		*len = CRS_FRAME_HEADER + n;
 		return RING_PADDING;
 	}
-	if (n > v->max_message || off + crs_frame_size(n) > v->size)
+	if (n > v->max_message || off + frame_size(n) > v->size)
 		return RING_CORRUPT;
 	*len = n;
 	return RING_MESSAGE;
@@ -204,7 +204,7 @@ static inline _Atomic uint64_t *ring_slot_mut(uint8_t *ring, uint64_t mask,
 /* Zero the header slot at pos: no reader takes it for committed. */
 static inline void ring_clear(uint8_t *ring, uint64_t mask, uint64_t pos)
 {
-	crs_store_relaxed(ring_slot_mut(ring, mask, pos), 0);
+	shm_store_relaxed(ring_slot_mut(ring, mask, pos), 0);
 }
 
 /* Store the header word of the frame at pos: its commit, after its
@@ -213,7 +213,7 @@ static inline void ring_clear(uint8_t *ring, uint64_t mask, uint64_t pos)
 static inline void ring_publish(uint8_t *ring, uint64_t mask, uint64_t pos,
 				uint64_t word)
 {
-	crs_store_release(ring_slot_mut(ring, mask, pos), word);
+	shm_store_release(ring_slot_mut(ring, mask, pos), word);
 }
 
 /* Commit the frame at pos whose successor starts at next. */
@@ -229,7 +229,7 @@ static inline void ring_pad(uint8_t *ring, uint64_t mask, uint64_t pos,
 			    uint64_t pad)
 {
 	ring_commit(ring, mask, pos, pos + pad,
-		    crs_frame_word(pos, crs_frame_pad(pad)));
+		    frame_word(pos, frame_pad(pad)));
 }
 
 /* The writer's walk over its own committed frames: moves *pos past the
@@ -238,8 +238,8 @@ static inline void ring_pad(uint8_t *ring, uint64_t mask, uint64_t pos,
 static inline int ring_next(const struct ring_view *v, uint64_t *pos,
 			    uint64_t *len)
 {
-	uint32_t lf = crs_frame_word_len_flags(ring_peek(v, *pos));
-	*pos += crs_frame_bytes(lf);
+	uint32_t lf = frame_word_len_flags(ring_peek(v, *pos));
+	*pos += frame_bytes(lf);
 	if (lf & CRS_FRAME_PAD)
 		return 0;
 	*len = lf;

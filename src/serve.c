@@ -42,7 +42,7 @@ static void rebuild_active(struct pub_control *c)
 	}
 	c->nactive = n;
 	c->slot_gen++;
-	crs_store_relaxed(&c->ring->hdr->stats.subscribers, (uint32_t)n);
+	shm_store_relaxed(&c->ring->hdr->stats.subscribers, (uint32_t)n);
 	pubring_set_parked(c->ring, n, ctls);
 	pubring_hold(c->ring);
 }
@@ -68,7 +68,7 @@ void control_drop(struct pub_control *c, int i, int code)
 	ipc_close(s->fd);
 	ipc_unmap(s->ctl, CRS_CTL_SIZE);
 	ipc_close(s->ctl_fd);
-	crs_store_relaxed(&c->ring->hdr->subs[i].active, 0);
+	shm_store_relaxed(&c->ring->hdr->subs[i].active, 0);
 	epoch_member_drop(c->epoch, (uint32_t)i);
 	memset(s, 0, sizeof(*s));
 	s->fd = s->ctl_fd = -1;
@@ -235,8 +235,8 @@ static void ctl_init(struct crs_ctl *ctl, uint32_t slot,
 	ctl->slot = slot;
 	ctl->start_pos = j->pos;
 	ctl->start_seq = j->seq;
-	crs_store_relaxed(&ctl->consumed, j->pos);
-	crs_store_relaxed(&ctl->consumed_seq, j->seq);
+	shm_store_relaxed(&ctl->consumed, j->pos);
+	shm_store_relaxed(&ctl->consumed_seq, j->seq);
 	if (j->end_pos != UINT64_MAX)
 		terminal_put(&ctl->term, j->end.state, j->end.code, j->end.pos,
 			     j->end.seq, j->end.message);
@@ -297,11 +297,11 @@ static int admit(struct pub_control *c, int fd, const struct ipc_peer *peer)
 	epoch_member_add(c->epoch, (uint32_t)i, ctl, &j);
 	struct crs_sub_stats *st = &c->ring->hdr->subs[i];
 	st->pid = peer->pid;
-	crs_store_relaxed(&st->join_seq, j.seq);
-	crs_store_relaxed(&st->requested, 0);
-	crs_store_relaxed(&st->consumed, j.pos);
-	crs_store_relaxed(&st->consumed_seq, j.seq);
-	crs_store_relaxed(&st->active, 1);
+	shm_store_relaxed(&st->join_seq, j.seq);
+	shm_store_relaxed(&st->requested, 0);
+	shm_store_relaxed(&st->consumed, j.pos);
+	shm_store_relaxed(&st->consumed_seq, j.seq);
+	shm_store_relaxed(&st->active, 1);
 	rebuild_active(c);
 	epoch_auto_connect(c->epoch);
 	return 0;
@@ -536,16 +536,16 @@ static void mirror_stats(struct pub_control *c, int64_t now)
 		struct crs_sub_stats *st = &c->ring->hdr->subs[i];
 		/* Straight from the subscriber's words (figures only: the
 		 * checked values that steer the publisher are in the slot). */
-		crs_store_relaxed(&st->requested,
-				  crs_load_relaxed(&s->ctl->requested));
-		crs_store_relaxed(&st->consumed,
-				  crs_load_relaxed(&s->ctl->consumed));
-		crs_store_relaxed(&st->consumed_seq,
-				  crs_load_relaxed(&s->ctl->consumed_seq));
-		crs_store_relaxed(&st->wakeups,
-				  crs_load_relaxed(&s->ctl->wakeups));
+		shm_store_relaxed(&st->requested,
+				  shm_load_relaxed(&s->ctl->requested));
+		shm_store_relaxed(&st->consumed,
+				  shm_load_relaxed(&s->ctl->consumed));
+		shm_store_relaxed(&st->consumed_seq,
+				  shm_load_relaxed(&s->ctl->consumed_seq));
+		shm_store_relaxed(&st->wakeups,
+				  shm_load_relaxed(&s->ctl->wakeups));
 	}
-	crs_store_relaxed(&c->ring->hdr->stats.served_ns, (uint64_t)now);
+	shm_store_relaxed(&c->ring->hdr->stats.served_ns, (uint64_t)now);
 	epoch_mirror(c->epoch);
 	pubring_mirror(c->ring);
 }
@@ -627,23 +627,23 @@ void control_recompute(struct pub_control *c)
 		struct pub_slot *s = &c->slots[i];
 		const struct epoch_member *m = &e->members[i];
 		struct crs_ctl *ctl = s->ctl;
-		if (crs_load_relaxed(&ctl->cancelled)) {
+		if (shm_load_relaxed(&ctl->cancelled)) {
 			control_drop(c, i, 0);
 			continue;
 		}
 		/* Pair with the release stores in sub_publish(): the
 		 * demand and position read here are whole. */
-		uint64_t req = crs_load_acquire(&ctl->requested);
-		uint64_t cons = crs_load_acquire(&ctl->consumed);
+		uint64_t req = shm_load_acquire(&ctl->requested);
+		uint64_t cons = shm_load_acquire(&ctl->consumed);
 		if (req < s->requested || cons < s->consumed || cons > pos ||
-		    !crs_frame_aligned(cons)) {
+		    !frame_aligned(cons)) {
 			control_drop(c, i, CRS_EPROTO);
 			continue;
 		}
 		int moved = req != s->requested || cons != s->consumed;
 		s->requested = req;
 		s->consumed = cons;
-		s->consumed_seq = crs_load_relaxed(&ctl->consumed_seq);
+		s->consumed_seq = shm_load_relaxed(&ctl->consumed_seq);
 		if (m->end_pos != UINT64_MAX) {
 			/* Its epoch ended: it holds back only the ring space
 			 * it has yet to read, and may be evicted for that. */
@@ -659,7 +659,7 @@ void control_recompute(struct pub_control *c)
 		}
 		if (m->epoch != e->epoch || e->state != PUB_CONNECTED)
 			continue; /* waits for the next epoch */
-		uint64_t limit = crs_credit_limit(m->join_seq, req);
+		uint64_t limit = credit_seq_limit(m->join_seq, req);
 		int holding = cons < pos || (e->mode == CRS_MODE_PUBLISH &&
 					     limit <= c->ring->seq);
 		if (c->untethered_ns && untethered(c, s, holding, moved)) {
@@ -697,7 +697,7 @@ void control_progress(const struct pub_control *c, uint32_t *progress)
 	for (uint32_t s = 0; s < c->max_subscribers; s++)
 		/* Pairs with the release increment in sub_publish(). */
 		progress[s] = c->slots[s].used
-				      ? crs_load_acquire(
+				      ? shm_load_acquire(
 						&c->slots[s].ctl->progress)
 				      : 0;
 }
@@ -708,7 +708,7 @@ int control_progress_changed(const struct pub_control *c, const uint32_t *seen)
 		const struct pub_slot *slot = &c->slots[s];
 		/* Pairs with the release increment in sub_publish(). */
 		if (slot->used &&
-		    crs_load_acquire(&slot->ctl->progress) != seen[s])
+		    shm_load_acquire(&slot->ctl->progress) != seen[s])
 			return 1;
 	}
 	return 0;

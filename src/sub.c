@@ -87,22 +87,22 @@ static void sub_publish(struct crs_sub *sub)
 	struct crs_ctl *c = sub->ctl;
 	/* A request of the publisher read now is answered by this publish
 	 * (relaxed: nothing is read behind it). */
-	sub->wanted_seen = crs_load_relaxed(&sub->hdr->signal.progress_wanted);
+	sub->wanted_seen = shm_load_relaxed(&sub->hdr->signal.progress_wanted);
 	/* The release stores of consumed and requested pair with the
 	 * acquire loads in control_recompute(); the one of progress, with
 	 * the acquire loads in control_progress() and
 	 * control_progress_changed(): a publisher that sees the new
 	 * progress sees the demand behind it. */
-	crs_store_relaxed(&c->consumed_seq, sub->seq);
-	crs_store_release(&c->consumed, sub->pos);
-	crs_store_release(&c->requested, sub->requested);
+	shm_store_relaxed(&c->consumed_seq, sub->seq);
+	shm_store_release(&c->consumed, sub->pos);
+	shm_store_release(&c->requested, sub->requested);
 	shm_inc_release(&c->progress);
 	sub->published_pos = sub->pos;
 	sub->since_publish = 0;
 	/* Orders the stores above before the load of pub_parked; pairs
 	 * with the fence in park_begin() after pub_announce(). */
 	park_waker_fence(1);
-	if (crs_load_relaxed(&sub->hdr->signal.pub_parked))
+	if (shm_load_relaxed(&sub->hdr->signal.pub_parked))
 		ipc_futex_wake(&c->progress, 1);
 }
 
@@ -158,13 +158,13 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 	 * this frame (an epoch ended here, the next one's frames follow;
 	 * or we were evicted) is visible now. One load of a line of ours
 	 * that the publisher writes once. */
-	if (__builtin_expect(crs_load_relaxed(&sub->ctl->term.state) !=
+	if (__builtin_expect(shm_load_relaxed(&sub->ctl->term.state) !=
 				     CRS_TERM_NONE,
 			     0))
 		return 0;
 	if (__builtin_expect(!ring_message_fits(&sub->ring, word, pos), 0))
 		return 0;
-	*len = crs_frame_word_len_flags(word);
+	*len = frame_word_len_flags(word);
 	return 1;
 }
 
@@ -253,7 +253,7 @@ static inline int sub_quiet(struct crs_sub *sub)
 	return !sub->cold && sub->received < sub->requested &&
 	       !ring_committed(ring_peek(&sub->ring, sub->pos), sub->pos) &&
 	       sub->pos == sub->published_pos &&
-	       crs_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE &&
+	       shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE &&
 	       !sub->pub_dead && sub->quiet_polls && --sub->quiet_polls;
 }
 
@@ -268,7 +268,7 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 	/* Evicted: the publisher no longer protects what we have not read,
 	 * so stop at once (a line only the publisher writes, once). */
 	if (sub->received >= sub->requested ||
-	    crs_load_relaxed(&sub->ctl->term.state) == CRS_TERM_EVICTED)
+	    shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_EVICTED)
 		return sub_idle(sub) < 0 ? -CRS_EEND : 0;
 	for (;;) {
 		if (sub->pos >= sub->stop_pos)
@@ -329,10 +329,10 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 	if (sub->fence_word && !sub->parkers &&
 	    sub->received - sub->parked_received >= FENCE_ASK_KEEP) {
 		sub->fence_word = 0;
-		crs_store_relaxed(&sub->ctl->parked, 0);
+		shm_store_relaxed(&sub->ctl->parked, 0);
 	}
 	if (sub->since_request >= sub->replenish) {
-		sub->requested = crs_credit_add(sub->requested,
+		sub->requested = credit_add(sub->requested,
 						sub->since_request);
 		sub->since_request = 0;
 	}
@@ -367,7 +367,7 @@ sub_release(struct crs_sub *sub)
 					     sub->publish_step ||
 				     sub->since_publish >= PUBLISH_EVERY ||
 				     !sub_peek(sub, sub->pos, &len) ||
-				     crs_load_relaxed(
+				     shm_load_relaxed(
 					     &sub->hdr->signal.progress_wanted) !=
 					     sub->wanted_seen,
 			     0))
@@ -389,7 +389,7 @@ static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 		return r;
 	sub_view(sub, sub->pos, len, sub->seq, sub->at.seg.stream_id, msg);
 	sub->held = 1;
-	sub->held_end = sub->pos + crs_frame_size(len);
+	sub->held_end = sub->pos + frame_size(len);
 	return 1;
 }
 
@@ -447,7 +447,7 @@ static inline int sub_take(struct crs_sub *sub, struct crs_msg *msgs,
 		sub_view(sub, pos, len, seq + n, id, &msgs[n]);
 		n++;
 		bytes += len;
-		pos += crs_frame_size(len);
+		pos += frame_size(len);
 		if (n >= max || !sub_peek(sub, pos, &len) ||
 		    (max_bytes && bytes + len > max_bytes))
 			break;
@@ -480,12 +480,12 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		sub_stop_opening(sub);
 		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
 		if (sub->ctl) { /* as in crs_sub_cancel() */
-			crs_store_release(&sub->ctl->cancelled, 1);
+			shm_store_release(&sub->ctl->cancelled, 1);
 			sub_publish(sub);
 		}
 		return -EINVAL;
 	}
-	sub->requested = crs_credit_add(sub->requested, n);
+	sub->requested = credit_add(sub->requested, n);
 	if (!sub->ctl)
 		return 0; /* published when the stream is open */
 	sub_publish(sub);
@@ -522,7 +522,7 @@ void crs_sub_cancel(crs_sub *sub)
 	 * loads the flag relaxed and reads nothing behind it; the release
 	 * only keeps it before sub_publish()'s progress bump, which wakes
 	 * the publisher to look. */
-	crs_store_release(&sub->ctl->cancelled, 1);
+	shm_store_release(&sub->ctl->cancelled, 1);
 	sub_publish(sub);
 	ipc_sock_shutdown(sub->sock);
 }
@@ -540,16 +540,16 @@ int sub_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base)
 	if (sub->merge)
 		return merge_announce(sub, ws, base);
 	if (sub->opening) /* nothing mapped yet: the opener's fds */
-		return crs_opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
+		return opener_arm(&sub->op, ws, base) ? PARK_NAP : 0;
 	/* The acquire pairs with the release store of data_signal in
 	 * pubring_wake_all(): having seen a wake's value, we also see the
 	 * terminal records written before it (epoch.c). */
-	uint32_t seen = crs_load_acquire(&sub->hdr->signal.data_signal);
+	uint32_t seen = shm_load_acquire(&sub->hdr->signal.data_signal);
 	/* A publisher that skips its commit fence is asked for it. */
 	uint64_t ask = !sub->pub_fences && sub->pub_fence_ask ? CRS_PARK_FENCE
 							      : 0;
 	/* Read by pubring_wake_if_parked() after each commit. */
-	crs_store_relaxed(&sub->ctl->parked, CRS_PARK_ASLEEP | ask | seen);
+	shm_store_relaxed(&sub->ctl->parked, CRS_PARK_ASLEEP | ask | seen);
 	sub->parkers++;
 	sub->parked_received = sub->received;
 	int how = 0;
@@ -583,7 +583,7 @@ void sub_withdraw(struct crs_sub *sub)
 	}
 	if (sub->parkers == 0 || --sub->parkers > 0 || !sub->ctl)
 		return;
-	crs_store_relaxed(&sub->ctl->parked, sub->fence_word);
+	shm_store_relaxed(&sub->ctl->parked, sub->fence_word);
 	shm_inc(&sub->ctl->wakeups);
 }
 
@@ -649,7 +649,7 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (now < spin_until) {
-			crs_backoff(&step, SPIN_BACKOFF_MAX);
+			spin_backoff(&step, SPIN_BACKOFF_MAX);
 			continue;
 		}
 		sub_park(sub, deadline);
@@ -710,7 +710,7 @@ const struct crs_end *crs_sub_end(const crs_sub *sub)
 
 uint64_t crs_sub_requested(const crs_sub *sub)
 {
-	return crs_credit_add(sub->requested_before, sub->requested);
+	return credit_add(sub->requested_before, sub->requested);
 }
 
 uint64_t crs_sub_received(const crs_sub *sub)
@@ -728,7 +728,7 @@ uint64_t crs_sub_stream_id(const crs_sub *sub)
 static void sub_stop_opening(struct crs_sub *sub)
 {
 	if (sub->opening) {
-		crs_opener_stop(&sub->op);
+		opener_stop(&sub->op);
 		sub->stream_gen++; /* its fds are closed */
 	}
 	sub->opening = 0;
@@ -768,7 +768,7 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 					? CRS_UNBOUNDED
 					: sub->requested - sub->received;
 		sub->requested_before =
-			crs_credit_add(sub->requested_before, sub->received);
+			credit_add(sub->requested_before, sub->received);
 		sub->received_before += sub->received;
 		sub->requested = left;
 		sub->received = 0;
@@ -785,7 +785,7 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 static int sub_open_step(struct crs_sub *sub)
 {
 	struct attach at;
-	int r = crs_opener_step(&sub->op, &at);
+	int r = opener_step(&sub->op, &at);
 	if (r == 0)
 		return 0;
 	sub_stop_opening(sub);
@@ -804,8 +804,8 @@ static int sub_open_step(struct crs_sub *sub)
  * the next publisher of the name, for as long as it takes. */
 static void sub_follow(struct crs_sub *sub)
 {
-	crs_store_release(&sub->ctl->cancelled, 1);
-	crs_store_relaxed(&sub->ctl->parked, 0);
+	shm_store_release(&sub->ctl->cancelled, 1);
+	shm_store_relaxed(&sub->ctl->parked, 0);
 	sub->parkers = 0; /* the park word goes with the old stream */
 	sub->fence_word = 0;
 	attach_close(&sub->at);
@@ -814,7 +814,7 @@ static void sub_follow(struct crs_sub *sub)
 	sub->ctl = NULL;
 	sub->ring.base = NULL;
 	sub->sock = -1;
-	crs_opener_start(&sub->op, sub->name, -1, sub->handshake_ms, 1);
+	opener_start(&sub->op, sub->name, -1, sub->handshake_ms, 1);
 	sub->opening = 1;
 }
 
@@ -874,9 +874,9 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	strlcpy(sub->name, name, sizeof(sub->name));
 	sub->handshake_ms = o.handshake_ms;
 	sub->follow = o.follow != 0;
-	sub->spin_ns = crs_spin_ns(o.spin_us);
+	sub->spin_ns = spin_budget_ns(o.spin_us);
 	sub->prefetch = o.prefetch;
-	sub->replenish = o.prefetch ? crs_credit_replenish(o.prefetch)
+	sub->replenish = o.prefetch ? credit_replenish(o.prefetch)
 				    : UINT64_MAX;
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
@@ -893,7 +893,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 		return 0;
 	}
 	if (o.async) {
-		crs_opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);
+		opener_start(&sub->op, name, o.wait_ms, o.handshake_ms, 0);
 		sub->opening = 1;
 		*out = sub;
 		return 0;
@@ -917,7 +917,7 @@ void crs_sub_close(crs_sub *sub)
 	if (!sub->cancelled && sub->ctl) {
 		sub->cancelled = 1;
 		/* As in crs_sub_cancel(). */
-		crs_store_release(&sub->ctl->cancelled, 1);
+		shm_store_release(&sub->ctl->cancelled, 1);
 		sub_publish(sub);
 	}
 	sub_free(sub);

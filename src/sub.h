@@ -64,7 +64,7 @@ struct crs_sub {
 	int gap_pending; /* attached to a new publisher: report CRS_EGAP */
 	uint64_t requested_before; /* totals of the streams before this one */
 	uint64_t received_before;
-	struct crs_opener op;
+	struct opener op;
 	struct ipc_waitset *ws; /* for crs_sub_wait: keys 0, 1 */
 	/* Bumped when what a waitset may be armed on goes away (the old
 	 * stream's mapping, the opener's fds): waits armed before must be
@@ -73,7 +73,7 @@ struct crs_sub {
 	uint32_t wait_gen; /* stream_gen when crs_sub_wait last armed */
 	/* A merged subscription of a shared stream (merge.c): every call
 	 * goes there; the fields above hold only its demand and end. */
-	struct crs_merge *merge;
+	struct sub_merge *merge;
 };
 
 /* For loop.c, which reads no field itself. Bumped when what a waitset

@@ -36,13 +36,13 @@ static inline void terminal_put(struct crs_terminal *t, uint32_t state,
 	if (message)
 		strlcpy(t->message, message, CRS_ERRMSG_MAX + 1);
 	/* Pairs with the acquire load in terminal_get(). */
-	crs_store_release(&t->state, state);
+	shm_store_release(&t->state, state);
 }
 
 static inline uint32_t terminal_get(const struct crs_terminal *t,
 				    struct terminal_view *v)
 {
-	v->state = crs_load_acquire(&t->state);
+	v->state = shm_load_acquire(&t->state);
 	if (v->state == CRS_TERM_NONE)
 		return v->state;
 	v->code = t->code;
@@ -65,7 +65,7 @@ static inline void terminal_evict(struct crs_ctl *ctl, int code,
 	if (message)
 		strlcpy(ctl->evict.message, message, CRS_ERRMSG_MAX + 1);
 	/* Pairs with the acquire load in terminal_get_ctl(). */
-	crs_store_release(&ctl->term.state, (uint32_t)CRS_TERM_EVICTED);
+	shm_store_release(&ctl->term.state, (uint32_t)CRS_TERM_EVICTED);
 }
 
 /* A subscriber's own end (ctl->term), with code and message of its

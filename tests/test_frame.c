@@ -28,9 +28,9 @@ static enum ring_frame check_in(uint64_t word, uint64_t pos, uint64_t size,
 				     .max_message = max };
 	*len = 12345;
 	enum ring_frame k = ring_check(&v, word, pos, len);
-	if (crs_frame_aligned(pos) && ring_is_message(&v, word, pos)) {
+	if (frame_aligned(pos) && ring_is_message(&v, word, pos)) {
 		assert_int_equal(k, RING_MESSAGE);
-		assert_int_equal(*len, crs_frame_word_len_flags(word));
+		assert_int_equal(*len, frame_word_len_flags(word));
 	}
 	return k;
 }
@@ -43,26 +43,26 @@ static enum ring_frame check(uint64_t word, uint64_t pos, uint64_t *len)
 static void test_frame_size_and_tag(void **state)
 {
 	(void)state;
-	assert_int_equal(crs_frame_size(0), 8);
-	assert_int_equal(crs_frame_size(1), 16);
-	assert_int_equal(crs_frame_size(7), 16);
-	assert_int_equal(crs_frame_size(8), 16);
-	assert_int_equal(crs_frame_size(9), 24);
-	assert_int_equal(crs_frame_size(1024), 1032);
+	assert_int_equal(frame_size(0), 8);
+	assert_int_equal(frame_size(1), 16);
+	assert_int_equal(frame_size(7), 16);
+	assert_int_equal(frame_size(8), 16);
+	assert_int_equal(frame_size(9), 24);
+	assert_int_equal(frame_size(1024), 1032);
 	for (uint64_t n = 0; n < 5000; n++) {
-		uint64_t f = crs_frame_size(n);
+		uint64_t f = frame_size(n);
 		assert_true(f % 8 == 0 && f >= n + 8 && f < n + 16);
 	}
 	/* A tag is never 0 (a zeroed header never looks committed) and
 	 * differs between neighbouring frames and between laps. */
 	for (uint64_t pos = 0; pos < 1 << 16; pos += 8) {
-		assert_true(crs_frame_tag(pos) != 0);
-		assert_true(crs_frame_tag(pos) != crs_frame_tag(pos + 8));
+		assert_true(frame_tag(pos) != 0);
+		assert_true(frame_tag(pos) != frame_tag(pos + 8));
 		for (uint64_t lap = 1; lap < 16; lap++)
-			assert_true(crs_frame_tag(pos) !=
-				    crs_frame_tag(pos + lap * (1ULL << 30)));
+			assert_true(frame_tag(pos) !=
+				    frame_tag(pos + lap * (1ULL << 30)));
 	}
-	assert_true(crs_frame_word(0, 0) != 0);
+	assert_true(frame_word(0, 0) != 0);
 }
 
 static void test_check_message(void **state)
@@ -73,32 +73,32 @@ static void test_check_message(void **state)
 				       (1ULL << 40) + 64 };
 	for (size_t i = 0; i < sizeof(positions) / sizeof(positions[0]); i++) {
 		uint64_t pos = positions[i];
-		assert_int_equal(check(crs_frame_word(pos, 0), pos, &len),
+		assert_int_equal(check(frame_word(pos, 0), pos, &len),
 				 RING_MESSAGE);
 		assert_int_equal(len, 0);
-		assert_int_equal(check(crs_frame_word(pos, 1), pos, &len),
+		assert_int_equal(check(frame_word(pos, 1), pos, &len),
 				 RING_MESSAGE);
 		assert_int_equal(len, 1);
 	}
 	/* max_message exactly. */
-	assert_int_equal(check(crs_frame_word(0, 1024), 0, &len),
+	assert_int_equal(check(frame_word(0, 1024), 0, &len),
 			 RING_MESSAGE);
 	assert_int_equal(len, 1024);
 	/* A frame that ends exactly at the ring's end. */
 	uint64_t pos = 3 * RING + RING - 16;
-	assert_int_equal(check(crs_frame_word(pos, 8), pos, &len),
+	assert_int_equal(check(frame_word(pos, 8), pos, &len),
 			 RING_MESSAGE);
 	assert_int_equal(len, 8);
 	pos = RING - 8;
-	assert_int_equal(check(crs_frame_word(pos, 0), pos, &len),
+	assert_int_equal(check(frame_word(pos, 0), pos, &len),
 			 RING_MESSAGE);
 	/* Every length at every offset: accepted iff it fits. */
 	for (uint64_t off = 0; off < RING; off += 8) {
 		for (uint32_t n = 0; n <= 1100; n += 1 + n / 64) {
 			enum ring_frame k =
-				check(crs_frame_word(RING + off, n), RING + off,
+				check(frame_word(RING + off, n), RING + off,
 				      &len);
-			if (n <= 1024 && off + crs_frame_size(n) <= RING) {
+			if (n <= 1024 && off + frame_size(n) <= RING) {
 				assert_int_equal(k, RING_MESSAGE);
 				assert_int_equal(len, n);
 			} else {
@@ -116,28 +116,28 @@ static void test_check_padding(void **state)
 	for (uint64_t off = 0; off < RING; off += 8) {
 		uint64_t pos = 7 * RING + off;
 		uint32_t n = (uint32_t)(RING - off - 8);
-		assert_int_equal(check(crs_frame_word(pos, CRS_FRAME_PAD | n),
+		assert_int_equal(check(frame_word(pos, CRS_FRAME_PAD | n),
 				       pos, &len),
 				 RING_PADDING);
 		assert_int_equal(len, RING - off);
 		/* Any other padding length is corrupt. */
-		assert_int_equal(check(crs_frame_word(pos,
+		assert_int_equal(check(frame_word(pos,
 						      CRS_FRAME_PAD | (n + 8)),
 				       pos, &len),
 				 RING_CORRUPT);
 		if (n >= 8)
 			assert_int_equal(
-				check(crs_frame_word(pos,
+				check(frame_word(pos,
 						     CRS_FRAME_PAD | (n - 8)),
 				      pos, &len),
 				RING_CORRUPT);
-		assert_int_equal(check(crs_frame_word(pos,
+		assert_int_equal(check(frame_word(pos,
 						      CRS_FRAME_PAD | (n + 1)),
 				       pos, &len),
 				 RING_CORRUPT);
 	}
 	/* Huge padding lengths must not overflow into acceptance. */
-	assert_int_equal(check(crs_frame_word(0, CRS_FRAME_PAD |
+	assert_int_equal(check(frame_word(0, CRS_FRAME_PAD |
 							 CRS_FRAME_LEN_MASK),
 			       0, &len),
 			 RING_CORRUPT);
@@ -151,12 +151,12 @@ static void test_check_uncommitted(void **state)
 	/* Zeroed slot. */
 	assert_int_equal(check(0, pos, &len), RING_NONE);
 	/* A frame of the previous lap at the same offset: stale. */
-	assert_int_equal(check(crs_frame_word(pos - RING, 16), pos, &len),
+	assert_int_equal(check(frame_word(pos - RING, 16), pos, &len),
 			 RING_NONE);
-	assert_int_equal(check(crs_frame_word(pos - 2 * RING, 16), pos, &len),
+	assert_int_equal(check(frame_word(pos - 2 * RING, 16), pos, &len),
 			 RING_NONE);
 	/* A frame written for another position. */
-	assert_int_equal(check(crs_frame_word(pos + 8, 16), pos, &len),
+	assert_int_equal(check(frame_word(pos + 8, 16), pos, &len),
 			 RING_NONE);
 	/* Payload bytes: the tag bit pattern is not there. */
 	assert_int_equal(check(0x0000000000000010ULL, pos, &len),
@@ -171,20 +171,20 @@ static void test_check_corrupt(void **state)
 	(void)state;
 	uint64_t len;
 	/* Longer than max_message. */
-	assert_int_equal(check(crs_frame_word(0, 1025), 0, &len),
+	assert_int_equal(check(frame_word(0, 1025), 0, &len),
 			 RING_CORRUPT);
-	assert_int_equal(check(crs_frame_word(0, CRS_FRAME_LEN_MASK), 0, &len),
+	assert_int_equal(check(frame_word(0, CRS_FRAME_LEN_MASK), 0, &len),
 			 RING_CORRUPT);
 	/* Runs past the ring's end. */
-	assert_int_equal(check(crs_frame_word(RING - 8, 1), RING - 8, &len),
+	assert_int_equal(check(frame_word(RING - 8, 1), RING - 8, &len),
 			 RING_CORRUPT);
-	assert_int_equal(check(crs_frame_word(RING - 512, 600), RING - 512,
+	assert_int_equal(check(frame_word(RING - 512, 600), RING - 512,
 			       &len),
 			 RING_CORRUPT);
 	/* An unaligned position whose tag matches. */
-	assert_int_equal(check(crs_frame_word(4, 0), 4, &len),
+	assert_int_equal(check(frame_word(4, 0), 4, &len),
 			 RING_CORRUPT);
-	assert_int_equal(check(crs_frame_word(RING + 3, 16), RING + 3, &len),
+	assert_int_equal(check(frame_word(RING + 3, 16), RING + 3, &len),
 			 RING_CORRUPT);
 	/* Large ring, random words with the right tag: never accepted out
 	 * of bounds. */
@@ -193,12 +193,12 @@ static void test_check_corrupt(void **state)
 		uint32_t max = (uint32_t)(ring / 4);
 		uint64_t pos = (tu_mix(i) & ~7ULL) % (ring * 1000);
 		uint32_t lf = (uint32_t)tu_mix(i ^ 0xabcdef);
-		uint64_t word = crs_frame_word(pos, lf);
+		uint64_t word = frame_word(pos, lf);
 		enum ring_frame k = check_in(word, pos, ring, max, &len);
 		uint64_t off = pos & (ring - 1);
 		if (k == RING_MESSAGE)
 			assert_true(len <= max &&
-				    off + crs_frame_size(len) <= ring);
+				    off + frame_size(len) <= ring);
 		else if (k == RING_PADDING)
 			assert_true(off + len == ring);
 		else
@@ -313,7 +313,7 @@ static uint64_t gen_first(uint32_t L)
 	const char *all = getenv("CRS_TEST_WRAP_ALL");
 	if (all && *all == '1')
 		return 0;
-	uint64_t f = crs_frame_size(L) + 16;
+	uint64_t f = frame_size(L) + 16;
 	return f >= RING ? 0 : (RING - f) / 8;
 }
 
@@ -339,7 +339,7 @@ static int gen_next(struct wrapgen *g, uint32_t *len, int *probe,
 {
 	if (g->done)
 		return -1;
-	uint64_t smax = crs_frame_size(g->max);
+	uint64_t smax = frame_size(g->max);
 	uint64_t idx = g->off / 8;
 	uint64_t n;
 	if (!g->covered[idx]) {
@@ -361,7 +361,7 @@ static int gen_next(struct wrapgen *g, uint32_t *len, int *probe,
 		n = s - 8;
 		*probe = 0;
 	}
-	uint64_t f = crs_frame_size(n);
+	uint64_t f = frame_size(n);
 	*claim_off = g->off;
 	*place = g->off + f > RING ? 0 : g->off;
 	g->off = (*place + f) % RING;
@@ -459,8 +459,8 @@ static void run_wrap(uint32_t max)
 		uint32_t claim = len;
 		if (probe && n % 3 == 0 && len + 8 <= max) {
 			claim = len + 8;
-			if (coff + crs_frame_size(claim) > RING &&
-			    coff + crs_frame_size(len) <= RING)
+			if (coff + frame_size(claim) > RING &&
+			    coff + frame_size(len) <= RING)
 				claim = len; /* the bigger frame would wrap */
 		}
 		void *buf;

@@ -42,7 +42,7 @@ static void hostile(const struct ring_view *v, uint64_t start)
 		uint64_t word = ring_load(v, pos), len = 0;
 		enum ring_frame k = ring_check(v, word, pos, &len);
 		if (ring_is_message(v, word, pos) &&
-		    (k != RING_MESSAGE || len != crs_frame_word_len_flags(word)))
+		    (k != RING_MESSAGE || len != frame_word_len_flags(word)))
 			abort();
 		if (k == RING_PADDING) {
 			if (((pos + len) & v->mask) != 0)
@@ -60,7 +60,7 @@ static void hostile(const struct ring_view *v, uint64_t start)
 		for (uint64_t j = 0; j < len; j++)
 			sink ^= p[j];
 		(void)sink;
-		pos += crs_frame_size(len);
+		pos += frame_size(len);
 	}
 }
 
@@ -74,8 +74,8 @@ static void tag_slots(const struct ring_view *v, uint64_t start)
 		uint64_t pos = lap + off + (off < (start & v->mask) ? v->size : 0);
 		uint64_t word;
 		memcpy(&word, ring + off, sizeof(word));
-		if (crs_frame_word_tag(word) == 0)
-			word = crs_frame_word(pos, crs_frame_word_len_flags(word));
+		if (frame_word_tag(word) == 0)
+			word = frame_word(pos, frame_word_len_flags(word));
 		memcpy(ring + off, &word, sizeof(word));
 	}
 }
@@ -116,7 +116,7 @@ static void drain(struct honest *h)
 		for (uint64_t j = 0; j < len; j++)
 			if (p[j] != (uint8_t)h->rseq)
 				abort();
-		h->rpos += crs_frame_size(len);
+		h->rpos += frame_size(len);
 		h->rseq++;
 	}
 	if (h->rpos != h->wpos || h->rseq != h->wseq)
@@ -135,7 +135,7 @@ static void write_one(struct honest *h, uint32_t len)
 {
 	const struct ring_view *v = h->v;
 	uint8_t *base = ring;
-	uint64_t frame = crs_frame_size(len);
+	uint64_t frame = frame_size(len);
 	uint64_t pad = ring_pad_needed(h->wpos & v->mask, frame, v->size);
 	if (ring_end(h->wpos, pad + frame) > h->rpos + v->size) {
 		drain(h); /* no room: the reader must catch up first */
@@ -151,7 +151,7 @@ static void write_one(struct honest *h, uint32_t len)
 	       len);
 	*len_of(h, h->wseq) = len;
 	ring_commit(base, v->mask, h->wpos, h->wpos + frame,
-		    crs_frame_word(h->wpos, len));
+		    frame_word(h->wpos, len));
 	h->wpos += frame;
 	h->wseq++;
 }
