@@ -2,8 +2,8 @@
 #ifndef CRS_IPC_CLOCK_H
 #define CRS_IPC_CLOCK_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 static inline int64_t ipc_now_ns(void)

@@ -55,7 +55,7 @@ int ipc_timer_at(int fd, int64_t when_ns)
 	struct itimerspec t = { .it_value = { when_ns / 1000000000,
 					      when_ns % 1000000000 } };
 	return timerfd_settime(fd, TFD_TIMER_ABSTIME, &t, NULL) < 0 ? -errno
-								     : 0;
+								    : 0;
 }
 
 void ipc_timer_ack(int fd)

@@ -24,7 +24,8 @@ int ipc_membarrier_register(void)
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	if (s == 0) {
 		long r = syscall(SYS_membarrier,
-				 MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0);
+				 MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0,
+				 0);
 		s = r == 0 ? 1 : -errno;
 		atomic_store_explicit(&state, s, memory_order_release);
 	}

@@ -138,8 +138,8 @@ int ipc_lock_take(int dirfd, const char *leaf)
 
 int ipc_lock_owner(int dirfd, const char *leaf)
 {
-	int fd = openat(dirfd, leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-					     O_CLOEXEC);
+	int fd = openat(dirfd, leaf,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	char buf[16];
@@ -159,8 +159,8 @@ static int name_cmp(const void *a, const void *b, void *size)
 	return strcmp(a, b);
 }
 
-int ipc_dir_list(int dirfd, const char *suffix, char *names,
-		 size_t name_size, int max)
+int ipc_dir_list(int dirfd, const char *suffix, char *names, size_t name_size,
+		 int max)
 {
 	/* A descriptor of our own: readdir moves its offset. */
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -189,7 +189,7 @@ int ipc_dir_list(int dirfd, const char *suffix, char *names,
 	}
 	closedir(d);
 	if (names && n > 0 && max > 0)
-		qsort_r(names, (size_t)(n < max ? n : max), name_size,
-			name_cmp, NULL);
+		qsort_r(names, (size_t)(n < max ? n : max), name_size, name_cmp,
+			NULL);
 	return n;
 }

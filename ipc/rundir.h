@@ -20,8 +20,8 @@ struct ipc_rundir {
 	char path[IPC_RUNDIR_MAX]; /* for messages and crs_runtime_dir() */
 	const char *source;	   /* "CRS_DIR", "XDG_RUNTIME_DIR" or NULL */
 	/* Why it was refused (when ipc_rundir_open failed): */
-	const char *why;	   /* static text, or NULL for errno only */
-	struct stat st;		   /* what was found (valid if have_st) */
+	const char *why; /* static text, or NULL for errno only */
+	struct stat st;	 /* what was found (valid if have_st) */
 	int have_st;
 };
 

@@ -5,8 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -71,7 +71,7 @@ int ipc_sock_connect(int dirfd, const char *dir, const char *leaf)
 	 * EAGAIN at once instead of holding us past our timeout. */
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		err = errno == EWOULDBLOCK || errno == EINPROGRESS ? -EAGAIN
-								    : -errno;
+								   : -errno;
 		close(fd);
 		return err;
 	}
@@ -86,8 +86,7 @@ int ipc_sock_accept(int listen_fd)
 	return fd;
 }
 
-int ipc_sock_send(int fd, const void *buf, size_t len, const int *fds,
-		  int nfds)
+int ipc_sock_send(int fd, const void *buf, size_t len, const int *fds, int nfds)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
@@ -152,7 +151,8 @@ int ipc_sock_recv(int fd, void *buf, size_t cap, int *fds, int *nfds)
 		 * install them, this process is out of descriptors. Probe
 		 * before closing the ones we got. */
 		int out_of_fds = 0;
-		if ((msg.msg_flags & MSG_CTRUNC) && !(msg.msg_flags & MSG_TRUNC)) {
+		if ((msg.msg_flags & MSG_CTRUNC) &&
+		    !(msg.msg_flags & MSG_TRUNC)) {
 			int probe = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 			if (probe < 0)
 				out_of_fds = errno == EMFILE || errno == ENFILE;

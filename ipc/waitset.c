@@ -28,8 +28,8 @@
 #include "waitset.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <liburing.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -69,18 +69,18 @@ struct watcher {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int state;		 /* W_*, under mu */
-	_Atomic uint32_t stop;	 /* 1: give the entries back (a futex word) */
-	int intr;		 /* eventfd in the watcher's poll set */
-	int efd;		 /* the fd ipc_waitset_fd returns */
-	struct entry *snap;	 /* owned by the watcher while W_WATCH */
+	int state;	       /* W_*, under mu */
+	_Atomic uint32_t stop; /* 1: give the entries back (a futex word) */
+	int intr;	       /* eventfd in the watcher's poll set */
+	int efd;	       /* the fd ipc_waitset_fd returns */
+	struct entry *snap;    /* owned by the watcher while W_WATCH */
 	uint32_t nsnap;
 };
 
 struct ipc_waitset {
 	int uring_ok;
 	struct watcher *w; /* fallback engines, once ipc_waitset_fd ran */
-	int waitv_ok; /* futex_waitv works (poll engine), else plain futex */
+	int waitv_ok;	 /* futex_waitv works (poll engine), else plain futex */
 	uint32_t rotate; /* first word of the next sleeping window */
 	struct io_uring ring;
 	/* io_uring: the pending deadline timer (IORING_OP_TIMEOUT), shared
@@ -108,8 +108,8 @@ int ipc_waitset_new(struct ipc_waitset **out)
 		return -ENOMEM;
 	const char *no = getenv("CRS_NO_URING");
 	if (!(no && *no && strcmp(no, "0") != 0))
-		ws->uring_ok =
-			io_uring_queue_init(RING_ENTRIES, &ws->ring, 0) == 0;
+		ws->uring_ok = io_uring_queue_init(RING_ENTRIES, &ws->ring,
+						   0) == 0;
 	ws->waitv_ok = waitv_works();
 	*out = ws;
 	return 0;
@@ -250,8 +250,7 @@ int ipc_waitset_futex(struct ipc_waitset *ws, uint64_t key, const void *addr,
 	return arm(ws, key, &want);
 }
 
-int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd,
-		     short events)
+int ipc_waitset_poll(struct ipc_waitset *ws, uint64_t key, int fd, short events)
 {
 	struct entry want = { .kind = K_POLL, .fd = fd, .events = events };
 	return arm(ws, key, &want);
@@ -339,8 +338,8 @@ static int timer_before(struct ipc_waitset *ws, int64_t deadline)
 	return 0;
 }
 
-static int wait_uring(struct ipc_waitset *ws, int64_t deadline,
-		      uint64_t *fired, int max)
+static int wait_uring(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
+		      int max)
 {
 	for (;;) {
 		int n = reap(ws, fired, max);
@@ -451,7 +450,8 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 					fkey[nf++] = k;
 				}
 			} else if (e->kind == K_POLL) {
-				pfd[np] = (struct pollfd){ e->fd, e->events, 0 };
+				pfd[np] = (struct pollfd){ e->fd, e->events,
+							   0 };
 				pkey[np++] = k;
 			}
 		}
@@ -475,14 +475,14 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 		uint32_t room = ws->waitv_ok ? MAX_WAITV - extra : 1;
 		int watch_np = w != NULL; /* the intr fd is not the caller's */
 		int64_t slice = nf > room || (w && !extra && nf) ? ROTATE_NS
-				: np > watch_np && nf		    ? SLICE_NS
-								    : left;
+				: np > watch_np && nf		 ? SLICE_NS
+								 : left;
 		if (slice > left)
 			slice = left;
 		if (!nf) {
-			int ms = slice == INT64_MAX ? -1
-						    : (int)((slice + 999999) /
-							    1000000);
+			int ms = slice == INT64_MAX
+					 ? -1
+					 : (int)((slice + 999999) / 1000000);
 			if (poll(pfd, (nfds_t)np, ms) < 0) {
 				err = -errno; /* -EINTR: let the caller look */
 				goto out;
@@ -528,7 +528,7 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 			goto out;
 		}
 		if (r == -EAGAIN && (!w || atomic_load(&w->stop)))
-			continue; /* the next look finds what moved */
+			continue;   /* the next look finds what moved */
 		if (r == -EAGAIN) { /* a word of the window moved */
 			es[vkey[extra]].armed = 0;
 			fired[n++] = vkey[extra];

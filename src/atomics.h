@@ -11,9 +11,9 @@
 
 #define shm_load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
 #define shm_load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
-#define shm_store_release(p, v) \
+#define shm_store_release(p, v)                                                \
 	atomic_store_explicit((p), (v), memory_order_release)
-#define shm_store_relaxed(p, v) \
+#define shm_store_relaxed(p, v)                                                \
 	atomic_store_explicit((p), (v), memory_order_relaxed)
 /* ThreadSanitizer models no fences, and gcc warns about each one under
  * it (-Wtsan). They stay (the hardware needs them); TSan checks the

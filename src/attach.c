@@ -34,13 +34,13 @@ int attach_connect(const char *name, char *dir, size_t dir_size)
 	fd = ipc_sock_connect(paths.dir.fd, paths.dir.path, paths.sock);
 	if (fd < 0 && fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED)
 		errmsg_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
-			    paths.sock, crs_strerror(fd));
+			   paths.sock, crs_strerror(fd));
 	else if (fd == -ENOENT || fd == -ECONNREFUSED)
 		errmsg_set(fd,
-			    fd == -ENOENT ? "no stream '%s' in %s"
-					  : "stream '%s' in %s is "
-					    "stale: its publisher died",
-			    name, paths.dir.path);
+			   fd == -ENOENT ? "no stream '%s' in %s"
+					 : "stream '%s' in %s is "
+					   "stale: its publisher died",
+			   name, paths.dir.path);
 	name_paths_close(&paths);
 	return fd;
 }
@@ -61,19 +61,20 @@ static int connect_stream(const char *name, int wait_ms, int handshake_ms,
 			*hs_deadline = ipc_deadline(handshake_ms);
 			backlog_full = fd == -EAGAIN;
 		}
-		if (fd >= 0 || (fd != -EAGAIN && fd != -ENOENT &&
-				fd != -ECONNREFUSED))
+		if (fd >= 0 ||
+		    (fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED))
 			return fd;
 		int64_t left;
 		if (fd == -EAGAIN) {
 			left = ipc_left_ns(*hs_deadline);
 			if (left == 0)
-				return errmsg_set(-ETIMEDOUT,
-						   "the publisher of '%s' "
-						   "accepted no connection within "
-						   "%d ms (its backlog is full: "
-						   "stopped or swamped)",
-						   name, handshake_ms);
+				return errmsg_set(
+					-ETIMEDOUT,
+					"the publisher of '%s' "
+					"accepted no connection within "
+					"%d ms (its backlog is full: "
+					"stopped or swamped)",
+					name, handshake_ms);
 			if (left > BACKLOG_RETRY_NS)
 				left = BACKLOG_RETRY_NS;
 		} else {
@@ -110,8 +111,9 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 		return p;
 	if (p == 0)
 		return errmsg_set(-ETIMEDOUT,
-				   "the publisher of '%s' did not answer the "
-				   "handshake in time", name);
+				  "the publisher of '%s' did not answer the "
+				  "handshake in time",
+				  name);
 	int n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
 	/* A publisher that closed with our HELLO unread leaves a reset
 	 * pending ahead of its REJECT: the next read gets the REJECT. */
@@ -119,12 +121,15 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 		n = ipc_sock_recv(a->sock, buf, sizeof(buf), got, &ngot);
 	if (n == 0 || n == -ECONNRESET || n == -EAGAIN)
 		return errmsg_set(-ECONNRESET,
-				   "the publisher of '%s' hung up during the "
-				   "handshake", name);
+				  "the publisher of '%s' hung up during the "
+				  "handshake",
+				  name);
 	if (n == -EMFILE)
-		return errmsg_set(n, "out of file descriptors: could not "
-				   "receive the memfds of stream '%s' "
-				   "(RLIMIT_NOFILE)", name);
+		return errmsg_set(n,
+				  "out of file descriptors: could not "
+				  "receive the memfds of stream '%s' "
+				  "(RLIMIT_NOFILE)",
+				  name);
 	if (n < 0)
 		return n;
 	int type = hs_decode(buf, (size_t)n, &m);
@@ -137,11 +142,12 @@ static int await_welcome(struct attach *a, const char *name, int64_t deadline,
 		ipc_close(got[i]);
 	if (type == HS_REJECT)
 		return errmsg_set(-m.reject.code,
-				   "the publisher of '%s' refused: %s", name,
-				   m.reject.reason);
+				  "the publisher of '%s' refused: %s", name,
+				  m.reject.reason);
 	return errmsg_set(type < 0 ? type : -CRS_EPROTO,
-			   "the publisher of '%s' answered the handshake with "
-			   "a malformed message", name);
+			  "the publisher of '%s' answered the handshake with "
+			  "a malformed message",
+			  name);
 }
 
 static int check_layout(const struct crs_seg_header *h, uint64_t data_size)
@@ -154,8 +160,7 @@ static int check_layout(const struct crs_seg_header *h, uint64_t data_size)
 	if (h->ring_offset != CRS_RING_OFFSET || ring < CRS_RING_MIN ||
 	    ring > CRS_RING_MAX || (ring & (ring - 1)) ||
 	    h->segment_size != data_size ||
-	    CRS_RING_OFFSET + ring != data_size ||
-	    h->max_message > ring / 4 ||
+	    CRS_RING_OFFSET + ring != data_size || h->max_message > ring / 4 ||
 	    h->max_subscribers > CRS_SUBSCRIBERS_MAX)
 		return -CRS_EPROTO;
 	return 0;
@@ -208,9 +213,10 @@ int attach_hello(struct attach *a, int sock, uint32_t role, const char *name)
 	int err = ipc_sock_peer(a->sock, &peer);
 	if (!err && peer.uid != getuid() && peer.uid != 0)
 		/* neither ours nor root's: do not trust it */
-		err = errmsg_set(-EACCES, "the socket of stream '%s' is "
-				  "served by uid %u, neither you nor root",
-				  name, (unsigned)peer.uid);
+		err = errmsg_set(-EACCES,
+				 "the socket of stream '%s' is "
+				 "served by uid %u, neither you nor root",
+				 name, (unsigned)peer.uid);
 	struct hs_hello hello;
 	hs_hello_init(&hello, role, name);
 	if (!err)

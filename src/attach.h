@@ -13,9 +13,9 @@
 #include "layout.h"
 
 struct attach {
-	int sock;     /* liveness channel (subscribers keep it) */
+	int sock; /* liveness channel (subscribers keep it) */
 	int data_fd;
-	int ctl_fd;   /* -1 for inspectors */
+	int ctl_fd; /* -1 for inspectors */
 	uint64_t data_size;
 	const struct crs_data_header *hdr; /* read-only mapping */
 	struct crs_seg_header seg;	   /* checked copy of hdr->seg: use

@@ -26,8 +26,8 @@
 #define CRS_FRAME_TAG_SET 0x80000000u	   /* in every tag */
 #define CRS_FRAME_TAG_POS_MASK 0x7fffffffu /* the bits of pos / 8 kept */
 
-#define CRS_FRAME_PAD 0x80000000u	/* in len_flags: a padding frame */
-#define CRS_FRAME_LEN_MASK 0x7fffffffu	/* in len_flags: the length */
+#define CRS_FRAME_PAD 0x80000000u      /* in len_flags: a padding frame */
+#define CRS_FRAME_LEN_MASK 0x7fffffffu /* in len_flags: the length */
 
 /* Bytes a frame of payload len takes, header and padding to 8 included. */
 static inline uint64_t frame_size(uint64_t len)

@@ -156,8 +156,8 @@ static void read_stream(const crs_inspector *in, struct crs_stream_info *f,
 		memcpy(f->end_message, t.message, sizeof(f->end_message));
 	}
 	f->state = state == CRS_STATS_COMPLETED ? CRS_STREAM_COMPLETED
-		 : state == CRS_STATS_FAILED	? CRS_STREAM_FAILED
-		 : state == CRS_STATS_CLOSED	? CRS_STREAM_CLOSED
+		   : state == CRS_STATS_FAILED	? CRS_STREAM_FAILED
+		   : state == CRS_STATS_CLOSED	? CRS_STREAM_CLOSED
 						: CRS_STREAM_LIVE;
 	/* Gone without closing is dead; closed and gone stays closed. */
 	if (f->state != CRS_STREAM_CLOSED && in->pidfd >= 0 &&
@@ -175,9 +175,9 @@ static void mark_holding_back(const struct crs_stream_info *f,
 				? f->ring_size - f->max_message - 16
 				: 0;
 	for (int i = 0; i < n; i++)
-		s[i].holding_back =
-			(f->mode == CRS_MODE_PUBLISH && s[i].outstanding == 0) ||
-			s[i].lag_bytes >= full;
+		s[i].holding_back = (f->mode == CRS_MODE_PUBLISH &&
+				     s[i].outstanding == 0) ||
+				    s[i].lag_bytes >= full;
 }
 
 int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
@@ -203,8 +203,9 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		s->slot = (int)i;
 		s->pid = ss->pid;
 		s->requested = shm_load_relaxed(&ss->requested);
-		s->outstanding = credit_outstanding(
-			credit_seq_limit(join, s->requested), info->published);
+		s->outstanding =
+			credit_outstanding(credit_seq_limit(join, s->requested),
+					   info->published);
 		s->consumed = shm_load_relaxed(&ss->consumed_seq);
 		s->joined = join;
 		s->lag_messages = sat_sub(info->published, s->consumed);

@@ -40,16 +40,20 @@
 /* CRS_SUBSCRIBERS_MAX, CRS_RING_MIN and CRS_RING_MAX: in crs/crs.h. */
 
 /* crs_seg_header.flags */
-#define CRS_SEG_PUB_FENCES 1u /* publisher fences every commit: subscribers
-				 need no membarrier before a long sleep */
-#define CRS_SEG_PUB_FENCE_ASK 2u /* publisher fences its commits while a
-				    park word carries CRS_PARK_FENCE */
+#define CRS_SEG_PUB_FENCES                                                     \
+	1u /* publisher fences every commit: subscribers                       \
+	      need no membarrier before a long sleep */
+#define CRS_SEG_PUB_FENCE_ASK                                                  \
+	2u /* publisher fences its commits while a                             \
+	      park word carries CRS_PARK_FENCE */
 
 /* crs_ctl.parked, the park word (src/park.h): */
-#define CRS_PARK_ASLEEP (1ULL << 32) /* low 32 bits: the data_signal value
-					it sleeps on */
-#define CRS_PARK_FENCE (1ULL << 33)  /* fence every commit for me (kept
-					across sleeps; see park.h) */
+#define CRS_PARK_ASLEEP                                                        \
+	(1ULL << 32) /* low 32 bits: the data_signal value                     \
+			it sleeps on */
+#define CRS_PARK_FENCE                                                         \
+	(1ULL << 33) /* fence every commit for me (kept                        \
+			across sleeps; see park.h) */
 
 /* Written by the publisher before the segment is shared; read-only after. */
 struct crs_seg_header {
@@ -96,7 +100,7 @@ enum crs_term_state {
 	CRS_TERM_NONE = 0,
 	CRS_TERM_COMPLETE,
 	CRS_TERM_ERROR,
-	CRS_TERM_EVICTED, /* cut off by the publisher, effective at once */
+	CRS_TERM_EVICTED,  /* cut off by the publisher, effective at once */
 	CRS_TERM_DETACHED, /* the epoch ended at pos without a signal
 			      (NO_EVENT): nothing more; code and message
 			      already say EPIPE, and the publisher's close
@@ -143,7 +147,7 @@ struct crs_pub_stats {
 	_Atomic uint64_t no_room;   /* claims refused for lack of room */
 	_Atomic uint64_t evicted;   /* subscribers cut off for violations */
 	_Atomic uint32_t subscribers;
-	_Atomic uint32_t state; /* enum crs_stats_state */
+	_Atomic uint32_t state;	    /* enum crs_stats_state */
 	_Atomic uint64_t served_ns; /* CLOCK_MONOTONIC of the last serve */
 	_Atomic uint64_t epoch;	    /* connection epoch, 0 before the first */
 	_Atomic uint64_t retained;  /* replay: messages a late joiner gets */
@@ -153,8 +157,8 @@ struct crs_pub_stats {
 					      INT64_MIN if unknown) */
 	_Atomic int64_t clock_ns;	   /* the publisher's clock then */
 	_Atomic uint64_t refused;	   /* peers refused admission */
-	_Atomic uint64_t mirror_seq; /* seqlock of position, published and
-					bytes: odd while they change */
+	_Atomic uint64_t mirror_seq;	   /* seqlock of position, published and
+					      bytes: odd while they change */
 	uint8_t pad[512 - 136];
 };
 _Static_assert(sizeof(struct crs_pub_stats) == 512, "pub stats size");
@@ -218,7 +222,7 @@ struct crs_ctl {
 	_Atomic uint64_t requested; /* total requested; UINT64_MAX unbounded */
 	_Atomic uint64_t consumed;  /* ring position consumed up to */
 	_Atomic uint64_t consumed_seq; /* messages consumed, as a sequence */
-	_Atomic uint32_t progress;  /* futex: bumped after each change */
+	_Atomic uint32_t progress;     /* futex: bumped after each change */
 	_Atomic uint32_t cancelled;
 	uint8_t pad4[CRS_CACHELINE - 32];
 

@@ -26,7 +26,7 @@
 #include "sub.h"
 
 #define KEYS_PER_ENTRY (CRS_SUBSCRIBERS_MAX + 2)
-#define SUB_BUDGET 256	     /* messages per subscription per round */
+#define SUB_BUDGET 256 /* messages per subscription per round */
 #define MAX_FIRED 256
 
 enum kind { L_FREE = 0, L_SUB, L_PUB, L_FD };
@@ -105,8 +105,8 @@ static int entry_new(struct crs_loop *loop)
 	for (int i = 0; i < loop->n; i++)
 		if (loop->e[i].kind == L_FREE)
 			return i;
-	struct loop_entry *e =
-		realloc(loop->e, sizeof(*e) * (size_t)(loop->n + 1));
+	struct loop_entry *e = realloc(loop->e,
+				       sizeof(*e) * (size_t)(loop->n + 1));
 	if (!e)
 		return -ENOMEM;
 	loop->e = e;
@@ -131,7 +131,7 @@ static int find(const struct crs_loop *loop, int kind, const void *h, int fd)
 	for (int i = 0; i < loop->n; i++) {
 		const struct loop_entry *e = &loop->e[i];
 		if (e->kind == kind &&
-		    (kind == L_SUB ? (const void *)e->sub == h
+		    (kind == L_SUB   ? (const void *)e->sub == h
 		     : kind == L_PUB ? (const void *)e->pub == h
 				     : e->fd == fd))
 			return i;
@@ -179,9 +179,11 @@ int crs_loop_add_fd(crs_loop *loop, int fd, short events, crs_fd_ready_fn cb,
 	int i = entry_new(loop);
 	if (i < 0)
 		return i;
-	loop->e[i] = (struct loop_entry){
-		.kind = L_FD, .ctx = ctx, .fd = fd, .events = events, .fd_cb = cb
-	};
+	loop->e[i] = (struct loop_entry){ .kind = L_FD,
+					  .ctx = ctx,
+					  .fd = fd,
+					  .events = events,
+					  .fd_cb = cb };
 	return added(loop);
 }
 
@@ -388,7 +390,8 @@ static void forget_stale(struct crs_loop *loop)
 			e->sub_gen = sub_stream_gen(e->sub);
 		}
 		if (e->kind == L_PUB && e->armed_gen != pub_slot_gen(e->pub)) {
-			pub_forget_slots(loop->ws, (uint64_t)i * KEYS_PER_ENTRY);
+			pub_forget_slots(loop->ws,
+					 (uint64_t)i * KEYS_PER_ENTRY);
 			e->armed_gen = UINT32_MAX;
 		}
 	}

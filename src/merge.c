@@ -55,14 +55,14 @@
 #include "sub.h"
 
 #define DEFAULT_WINDOW 128
-#define MEMBER_WAIT_MS 1000 /* a member socket that refuses: see the top */
+#define MEMBER_WAIT_MS 1000   /* a member socket that refuses: see the top */
 #define DISCOVER_NS 1000000LL /* look for new members at most every 1 ms */
 #define SPIN_BACKOFF_MAX 64
 
 struct member {
 	char name[CRS_NAME_MAX + 1];
-	crs_sub *sub;	    /* NULL once it ended */
-	uint64_t stream_id; /* once open */
+	crs_sub *sub;	      /* NULL once it ended */
+	uint64_t stream_id;   /* once open */
 	struct crs_msg stash; /* taken from the member, not handed out */
 	int stashed;
 	uint32_t gen; /* sub->stream_gen when we last looked */
@@ -79,12 +79,12 @@ struct sub_merge {
 	int64_t next_discover_ns;
 	struct member *m;
 	int n, cap;
-	int live;	  /* members not ended */
-	int next;	  /* round-robin start */
-	int held;	  /* member whose messages are handed out, or -1 */
+	int live; /* members not ended */
+	int next; /* round-robin start */
+	int held; /* member whose messages are handed out, or -1 */
 	uint32_t held_n;
-	struct crs_end first_error; /* delay_errors: code 0 until one */
-	struct ipc_waitset *ws;	    /* keys 0: directory; 2 + 2i, 3 + 2i */
+	struct crs_end first_error;  /* delay_errors: code 0 until one */
+	struct ipc_waitset *ws;	     /* keys 0: directory; 2 + 2i, 3 + 2i */
 	struct ipc_waitset *loop_ws; /* the same keys, for a crs_loop */
 };
 
@@ -106,8 +106,7 @@ int merge_wanted(const char *name, const struct crs_sub_opts *o)
 
 /* Is leaf (a runtime directory entry) the socket of one of our members?
  * Then copy the member name out. */
-static int member_leaf(const struct sub_merge *mg, const char *leaf,
-		       char *out)
+static int member_leaf(const struct sub_merge *mg, const char *leaf, char *out)
 {
 	size_t n = strlen(leaf);
 	if (n != mg->name_len + CRS_MEMBER_SUFFIX + 5 ||
@@ -159,7 +158,8 @@ static void scan(struct sub_merge *mg)
 	int k = ipc_dir_list(mg->dir.fd, ".sock", names, SIZE, MAX);
 	for (int i = 0; i < k && i < MAX; i++) {
 		char leaf[SIZE + 8], name[CRS_NAME_MAX + 1];
-		snprintf(leaf, sizeof(leaf), "%s.sock", names + (size_t)i * SIZE);
+		snprintf(leaf, sizeof(leaf), "%s.sock",
+			 names + (size_t)i * SIZE);
 		if (member_leaf(mg, leaf, name))
 			member_add(mg, name);
 	}
@@ -353,7 +353,7 @@ void merge_release(crs_sub *sub)
 		sub->since_request += mg->held_n;
 		if (sub->since_request >= sub->replenish) {
 			sub->requested = credit_add(sub->requested,
-							sub->since_request);
+						    sub->since_request);
 			sub->since_request = 0;
 		}
 	}
@@ -361,8 +361,7 @@ void merge_release(crs_sub *sub)
 	mg->held_n = 0;
 }
 
-int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
-	       size_t max_bytes)
+int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max, size_t max_bytes)
 {
 	struct sub_merge *mg = sub->merge;
 	merge_release(sub);
@@ -390,8 +389,7 @@ int merge_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
 	return sub->ended ? -CRS_EEND : 0;
 }
 
-int merge_poll(crs_sub *sub, struct crs_msg *msgs, size_t max,
-	       size_t max_bytes)
+int merge_poll(crs_sub *sub, struct crs_msg *msgs, size_t max, size_t max_bytes)
 {
 	int r = merge_take(sub, msgs, max, max_bytes);
 	if (r < 0)
@@ -404,7 +402,8 @@ int merge_request(crs_sub *sub, uint64_t n)
 	if (sub->cancelled || sub->ended)
 		return 0;
 	if (n == 0) {
-		merge_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
+		merge_end(sub, EINVAL,
+			  "request(0) violates Reactive Streams 3.9");
 		close_all(sub->merge);
 		return -EINVAL;
 	}
@@ -535,7 +534,8 @@ int merge_wait(crs_sub *sub, int timeout_ms)
 			continue;
 		}
 		uint64_t fired[16];
-		int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired, 16);
+		int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired,
+				  16);
 		note_fired(mg, fired, n);
 	}
 }

@@ -22,14 +22,14 @@ static int name_check(const char *name)
 		return errmsg_set(-EINVAL, "stream name is empty");
 	if (name[0] == '.' || name[0] == '-')
 		return errmsg_set(-EINVAL,
-				   "stream name '%.64s' starts with '%c'", name,
-				   name[0]);
+				  "stream name '%.64s' starts with '%c'", name,
+				  name[0]);
 	size_t n = 0;
 	size_t member = name_member(name); /* the "~<id>" of a member */
 	if (member && strlen(name) > CRS_NAME_MAX)
 		return errmsg_set(-EINVAL,
-				   "stream name is longer than %d bytes",
-				   CRS_NAME_MAX);
+				  "stream name is longer than %d bytes",
+				  CRS_NAME_MAX);
 	for (const char *p = name; *p; p++, n++) {
 		char c = *p;
 		if (member && n >= member)
@@ -39,13 +39,15 @@ static int name_check(const char *name)
 			 c == '-';
 		if (n >= CRS_NAME_MAX)
 			return errmsg_set(-EINVAL,
-					   "stream name is longer than %d "
-					   "bytes", CRS_NAME_MAX);
+					  "stream name is longer than %d "
+					  "bytes",
+					  CRS_NAME_MAX);
 		if (!ok)
-			return errmsg_set(-EINVAL,
-					   "stream name '%.64s' has a character "
-					   "outside [A-Za-z0-9._-] at offset %zu",
-					   name, n);
+			return errmsg_set(
+				-EINVAL,
+				"stream name '%.64s' has a character "
+				"outside [A-Za-z0-9._-] at offset %zu",
+				name, n);
 	}
 	return 0;
 }
@@ -78,28 +80,29 @@ static int dir_error(const struct ipc_rundir *d, int err)
 		snprintf(from, sizeof(from), " (from XDG_RUNTIME_DIR=%s)",
 			 getenv("XDG_RUNTIME_DIR"));
 	if (d->why && d->have_st && S_ISLNK(d->st.st_mode))
-		return errmsg_set(err,
-				   "runtime directory %s%s is refused: %s "
-				   "(the link belongs to uid %u; you are uid %u)",
-				   d->path, from, d->why,
-				   (unsigned)d->st.st_uid, (unsigned)getuid());
+		return errmsg_set(
+			err,
+			"runtime directory %s%s is refused: %s "
+			"(the link belongs to uid %u; you are uid %u)",
+			d->path, from, d->why, (unsigned)d->st.st_uid,
+			(unsigned)getuid());
 	if (d->why && d->have_st)
 		return errmsg_set(err,
-				   "runtime directory %s%s is refused: %s "
-				   "(mode %04o, owner uid %u; you are uid %u)",
-				   d->path, from, d->why,
-				   (unsigned)(d->st.st_mode & 07777),
-				   (unsigned)d->st.st_uid, (unsigned)getuid());
+				  "runtime directory %s%s is refused: %s "
+				  "(mode %04o, owner uid %u; you are uid %u)",
+				  d->path, from, d->why,
+				  (unsigned)(d->st.st_mode & 07777),
+				  (unsigned)d->st.st_uid, (unsigned)getuid());
 	if (d->why)
 		return errmsg_set(err, "runtime directory %s%s: %s: %s",
-				   d->path, from, d->why, crs_strerror(err));
+				  d->path, from, d->why, crs_strerror(err));
 	if (err == -ENOENT)
 		return errmsg_set(err,
-				   "runtime directory %s%s does not exist: "
-				   "no publisher has created a stream there",
-				   d->path, from);
+				  "runtime directory %s%s does not exist: "
+				  "no publisher has created a stream there",
+				  d->path, from);
 	return errmsg_set(err, "runtime directory %s%s: %s", d->path, from,
-			   crs_strerror(err));
+			  crs_strerror(err));
 }
 
 int name_rundir_open(struct ipc_rundir *d, int create)
@@ -119,8 +122,9 @@ int crs_runtime_dir(char *buf, size_t size)
 	size_t n = strlen(d.path);
 	if (n >= size)
 		return errmsg_set(-ENAMETOOLONG,
-				   "runtime directory %s does not fit a buffer "
-				   "of %zu bytes", d.path, size);
+				  "runtime directory %s does not fit a buffer "
+				  "of %zu bytes",
+				  d.path, size);
 	memcpy(buf, d.path, n + 1);
 	return (int)n;
 }

@@ -32,7 +32,7 @@ CRS_MUST_USE int name_rundir_open(struct ipc_rundir *d, int create);
  * name), -EPERM/-ELOOP/-ENOTDIR (unsafe directory), -errno; on failure
  * crs_errmsg() says which directory and why. */
 CRS_MUST_USE int name_paths_for(const char *name, int create,
-			       struct name_paths *out);
+				struct name_paths *out);
 void name_paths_close(struct name_paths *p);
 
 #endif

@@ -19,7 +19,7 @@
 #define RETRY_MAX_NS 1000000000LL /* 1 s */
 
 void opener_start(struct opener *op, const char *name, int wait_ms,
-		      int handshake_ms, int persist)
+		  int handshake_ms, int persist)
 {
 	memset(op, 0, sizeof(*op));
 	strlcpy(op->name, name, sizeof(op->name));
@@ -91,12 +91,11 @@ static int not_yet(struct opener *op, int err, int64_t now)
 	}
 	op->retry_at = now + op->backoff_ns;
 	op->backoff_ns = op->backoff_ns * 2 < RETRY_MAX_NS ? op->backoff_ns * 2
-							    : RETRY_MAX_NS;
+							   : RETRY_MAX_NS;
 	return 0;
 }
 
-static int handshake_step(struct opener *op, struct attach *out,
-			  int64_t now)
+static int handshake_step(struct opener *op, struct attach *out, int64_t now)
 {
 	int p = ipc_fd_poll(op->at.sock, POLLIN, 0);
 	if (p == 0 && now < op->hs_deadline)
@@ -162,13 +161,13 @@ static int arm_fd(struct ipc_waitset *ws, uint64_t key, int fd)
 	return fd < 0 ? 0 : ipc_waitset_poll(ws, key, fd, POLLIN);
 }
 
-int opener_arm(struct opener *op, struct ipc_waitset *ws,
-		   uint64_t base)
+int opener_arm(struct opener *op, struct ipc_waitset *ws, uint64_t base)
 {
-	int err = arm_fd(ws, base, op->handshaking ? op->at.sock : op->watch_fd);
+	int err = arm_fd(ws, base,
+			 op->handshaking ? op->at.sock : op->watch_fd);
 	int64_t when = op->handshaking ? op->hs_deadline
-		       : op->persist	? INT64_MAX
-					: op->wait_deadline;
+		       : op->persist   ? INT64_MAX
+				       : op->wait_deadline;
 	if (!op->handshaking && op->retry_at && op->retry_at < when)
 		when = op->retry_at;
 	if (when == INT64_MAX) {

@@ -24,17 +24,17 @@
 
 struct opener {
 	char name[CRS_NAME_MAX + 1];
-	int handshake_ms;	  /* -1: forever */
-	int persist;		  /* retry after every failure, forever */
-	int64_t wait_deadline;	  /* for the stream to appear */
-	int64_t hs_deadline;	  /* for the WELCOME */
-	int64_t retry_at;	  /* next attempt while absent (0: at an event) */
+	int handshake_ms;      /* -1: forever */
+	int persist;	       /* retry after every failure, forever */
+	int64_t wait_deadline; /* for the stream to appear */
+	int64_t hs_deadline;   /* for the WELCOME */
+	int64_t retry_at;      /* next attempt while absent (0: at an event) */
 	int64_t backoff_ns;
 	int handshaking;
-	int found;    /* an attempt found the socket: hs_deadline runs */
+	int found; /* an attempt found the socket: hs_deadline runs */
 	char dir[IPC_RUNDIR_MAX]; /* the runtime directory, once known */
-	int watch_fd; /* inotify on the runtime directory, or -1 */
-	int timer_fd; /* -1 until a deadline needs it */
+	int watch_fd;		  /* inotify on the runtime directory, or -1 */
+	int timer_fd;		  /* -1 until a deadline needs it */
 	struct attach at;
 };
 
@@ -43,7 +43,7 @@ struct opener {
  * attach_open; persist: a failed attempt is retried (with backoff)
  * instead of reported, and the stream may take forever to appear. */
 void opener_start(struct opener *op, const char *name, int wait_ms,
-		      int handshake_ms, int persist);
+		  int handshake_ms, int persist);
 /* Advance without blocking. Returns 0 (not yet), 1 (opened: *out holds
  * the attachment, now the caller's) or the failure as for attach_open
  * (-ENOENT for a stream that did not appear in time). */
@@ -52,7 +52,7 @@ CRS_MUST_USE int opener_step(struct opener *op, struct attach *out);
  * socket) and base + 1 (timer). 0, or -errno when an arm failed (then
  * nap and step again). */
 CRS_MUST_USE int opener_arm(struct opener *op, struct ipc_waitset *ws,
-				uint64_t base);
+			    uint64_t base);
 /* Close what is open (also after success: the attachment was moved). */
 void opener_stop(struct opener *op);
 

@@ -35,7 +35,7 @@ int park_wait(const struct park_hooks *h, void *ctx, struct ipc_waitset *ws,
 		}
 		int64_t until = deadline;
 		if (nap) {
-			step = !step ? nap
+			step = !step			    ? nap
 			       : step < PARK_MAX_NAP_NS / 2 ? step * 2
 							    : PARK_MAX_NAP_NS;
 			int64_t t = ipc_now_ns() + step;

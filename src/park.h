@@ -100,12 +100,13 @@
 #include "ipc/waitset.h"
 
 /* Bounded naps of a parker that cannot rely on being woken. */
-#define PARK_FIRST_NAP_NS 200000LL   /* 200 us */
-#define PARK_MAX_NAP_NS 20000000LL   /* 20 ms */
+#define PARK_FIRST_NAP_NS 200000LL /* 200 us */
+#define PARK_MAX_NAP_NS 20000000LL /* 20 ms */
 
 /* What announce returns: 0, or this. */
-#define PARK_NAP 1 /* a wait could not be armed, or a membarrier() was
-		      refused: nap and re-check */
+#define PARK_NAP                                                               \
+	1 /* a wait could not be armed, or a membarrier() was                  \
+	     refused: nap and re-check */
 
 struct park_hooks {
 	/* Step 1: store the announcements (and run any membarrier() they

@@ -106,7 +106,8 @@ static void header_init(struct crs_pub *pub, const char *name,
 		   (pub->ring.fences ? CRS_SEG_PUB_FENCES : 0);
 	h->pub_pid = getpid();
 	h->pub_uid = getuid();
-	h->created_ns = (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec;
+	h->created_ns = (uint64_t)now.tv_sec * 1000000000 +
+			(uint64_t)now.tv_nsec;
 	strlcpy(h->name, name, sizeof(h->name));
 	h->stream_id = stream_id_new(h->created_ns);
 }
@@ -123,25 +124,27 @@ static int listen_on(struct crs_pub *pub)
 	}
 	if (fd < 0)
 		errmsg_set(fd, "cannot listen on %s/%s: %s", p->dir.path,
-			    p->sock, crs_strerror(fd));
+			   p->sock, crs_strerror(fd));
 	return fd;
 }
 
 /* A live publisher owns the name: say which process. */
-static int pub_lock_error(const struct crs_pub *pub, const char *name,
-			  int err)
+static int pub_lock_error(const struct crs_pub *pub, const char *name, int err)
 {
 	const struct name_paths *p = &pub->paths;
 	if (err != -EEXIST)
 		return errmsg_set(err, "cannot take the lock %s/%s: %s",
-				   p->dir.path, p->lock, crs_strerror(err));
+				  p->dir.path, p->lock, crs_strerror(err));
 	int owner = ipc_lock_owner(p->dir.fd, p->lock);
 	if (owner)
-		return errmsg_set(err, "stream '%s' is already published by "
-				   "pid %d (lock %s/%s)", name, owner,
-				   p->dir.path, p->lock);
-	return errmsg_set(err, "stream '%s' is already published by a live "
-			   "process (lock %s/%s)", name, p->dir.path, p->lock);
+		return errmsg_set(err,
+				  "stream '%s' is already published by "
+				  "pid %d (lock %s/%s)",
+				  name, owner, p->dir.path, p->lock);
+	return errmsg_set(err,
+			  "stream '%s' is already published by a live "
+			  "process (lock %s/%s)",
+			  name, p->dir.path, p->lock);
 }
 
 static int pub_setup(struct crs_pub *pub, const char *name,
@@ -208,17 +211,20 @@ static int shared_name(const char *name, const struct crs_pub_opts *o,
 	if (err)
 		return err;
 	if (name_member(name))
-		return errmsg_set(-EINVAL, "'%s' is a member name of a "
-				   "shared stream; publish with "
-				   "crs_pub_opts.shared instead", name);
+		return errmsg_set(-EINVAL,
+				  "'%s' is a member name of a "
+				  "shared stream; publish with "
+				  "crs_pub_opts.shared instead",
+				  name);
 	if (!o->shared) {
 		strlcpy(out, name, size);
 		return 0;
 	}
 	if (strlen(name) > CRS_NAME_MAX - CRS_MEMBER_SUFFIX)
-		return errmsg_set(-EINVAL, "shared stream name '%s' is longer "
-				   "than %d bytes", name,
-				   CRS_NAME_MAX - CRS_MEMBER_SUFFIX);
+		return errmsg_set(-EINVAL,
+				  "shared stream name '%s' is longer "
+				  "than %d bytes",
+				  name, CRS_NAME_MAX - CRS_MEMBER_SUFFIX);
 	uint32_t id = (uint32_t)stream_id_new((uint64_t)ipc_now_ns());
 	snprintf(out, size, "%s~%08x", name, id);
 	return 0;
@@ -240,8 +246,8 @@ static int shared_mark(struct crs_pub *pub, const char *name, int shared)
 	if (fd < 0) {
 		int err = -errno;
 		return errmsg_set(err, "cannot create %s/%s: %s",
-				   pub->paths.dir.path, marker,
-				   crs_strerror(err));
+				  pub->paths.dir.path, marker,
+				  crs_strerror(err));
 	}
 	close(fd);
 	return 0;
@@ -258,8 +264,9 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		crs_pub_opts_init(&o);
 	int err = opts_check(&o);
 	if (err)
-		return errmsg_set(err, "invalid crs_pub_opts for stream '%.64s'",
-				   name ? name : "");
+		return errmsg_set(err,
+				  "invalid crs_pub_opts for stream '%.64s'",
+				  name ? name : "");
 	struct crs_pub *pub = calloc(1, sizeof(*pub));
 	if (!pub)
 		return errmsg_code(-ENOMEM);
@@ -319,8 +326,8 @@ int crs_pub_flush(crs_pub *pub);
 
 /* crs_pub_claim's slow path: not connected, a claim open, too long, no
  * demand or room in the cached limits, padding needed, or replay mode. */
-static __attribute__((noinline, cold)) int
-claim_slow(struct crs_pub *pub, size_t len, void **buf)
+static __attribute__((noinline, cold)) int claim_slow(struct crs_pub *pub,
+						      size_t len, void **buf)
 {
 	struct pub_ring *r = &pub->ring;
 	if (r->claimed || !r->open)
@@ -691,7 +698,8 @@ static int pub_wait_for(struct crs_pub *pub,
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (now < spin_until)
-			continue; /* demand usually returns within microseconds */
+			continue; /* demand usually returns within microseconds
+				   */
 		int r = pub_park(pub, ready, arg, deadline);
 		if (r != 0)
 			return r;

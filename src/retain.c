@@ -109,7 +109,8 @@ void retain_trim(struct retain *r, const uint8_t *ring, uint64_t ring_size,
 	for (;;) {
 		int over = r->tail_pos < keep_from ||
 			   (r->count_max && seq - r->tail_seq > r->count_max) ||
-			   (r->bytes_max && bytes - r->tail_bytes > r->bytes_max) ||
+			   (r->bytes_max &&
+			    bytes - r->tail_bytes > r->bytes_max) ||
 			   (r->tail_seq < seq && too_old(r, now));
 		if (!over || !advance(r, ring, ring_size, pos))
 			return;

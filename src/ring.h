@@ -70,8 +70,8 @@ enum ring_frame {
 struct ring_view {
 	const uint8_t *base;
 	uint64_t size;
-	uint64_t mask;		/* size - 1 */
-	uint32_t max_message;	/* at most size / 4 */
+	uint64_t mask;	      /* size - 1 */
+	uint32_t max_message; /* at most size / 4 */
 };
 
 static inline const _Atomic uint64_t *ring_slot(const struct ring_view *v,
@@ -87,8 +87,7 @@ static inline uint64_t ring_payload_offset(uint64_t mask, uint64_t pos)
 }
 
 /* Where the payload of the frame at pos starts. */
-static inline const void *ring_payload(const struct ring_view *v,
-				       uint64_t pos)
+static inline const void *ring_payload(const struct ring_view *v, uint64_t pos)
 {
 	return v->base + ring_payload_offset(v->mask, pos);
 }

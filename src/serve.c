@@ -211,13 +211,15 @@ static int slot_for(struct pub_control *c, int fd, const struct ipc_peer *peer)
 	if (by_pid >= c->access.max_per_process) {
 		rejectf(fd, EDQUOT,
 			"pid %d holds %u of the slots of stream '%s', its "
-			"max_per_process", (int)peer->pid, by_pid, name);
+			"max_per_process",
+			(int)peer->pid, by_pid, name);
 		return -EDQUOT;
 	}
 	if (by_uid >= c->access.max_per_uid) {
 		rejectf(fd, EDQUOT,
 			"uid %u holds %u of the slots of stream '%s', its "
-			"max_per_uid", (unsigned)peer->uid, by_uid, name);
+			"max_per_uid",
+			(unsigned)peer->uid, by_uid, name);
 		return -EDQUOT;
 	}
 	return i;
@@ -312,8 +314,7 @@ static int allowed(const struct crs_pub_opts *a, const struct ipc_peer *p)
 	if (p->uid == getuid() || a->allow_uid_any ||
 	    (a->allow_group && p->gid == a->allow_gid))
 		return 1;
-	for (uint32_t i = 0; i < a->n_allow_uids && i < CRS_ALLOW_UIDS_MAX;
-	     i++)
+	for (uint32_t i = 0; i < a->n_allow_uids && i < CRS_ALLOW_UIDS_MAX; i++)
 		if (a->allow_uids[i] == p->uid)
 			return 1;
 	return 0;

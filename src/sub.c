@@ -40,8 +40,8 @@
  * room in steps of 256 messages or a quarter ring. */
 #define DEFAULT_PREFETCH (1u << 20)
 #define DEFAULT_HANDSHAKE_MS 5000
-#define LIVENESS_NS 1000000LL	  /* check the socket at most every 1 ms */
-#define SPIN_BACKOFF_MAX 64	  /* most pause hints between two polls */
+#define LIVENESS_NS 1000000LL /* check the socket at most every 1 ms */
+#define SPIN_BACKOFF_MAX 64   /* most pause hints between two polls */
 /* Empty polls that find nothing else to do before one looks at the
  * clock: a clock read per empty poll was the larger part of an empty
  * poll, and an empty poll's length is how late a spinning reader sees
@@ -57,7 +57,6 @@
 #define FENCE_ASK_KEEP 256
 /* Messages crs_sub_dispatch takes (and releases) at once. */
 #define DISPATCH_BATCH 64
-
 
 void crs_sub_opts_init(struct crs_sub_opts *o)
 {
@@ -109,8 +108,7 @@ static void sub_publish(struct crs_sub *sub)
 static void sub_liveness(struct crs_sub *sub, int64_t now)
 {
 	sub->next_liveness_ns = now + LIVENESS_NS;
-	if (!sub->pub_dead &&
-	    ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
+	if (!sub->pub_dead && ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) > 0)
 		sub->pub_dead = 1;
 }
 
@@ -209,7 +207,7 @@ static int sub_idle(struct crs_sub *sub)
 		}
 		if (t.pos > sub->pos)
 			break; /* messages before it are still to come */
-		goto corrupt; /* a terminal behind us */
+		goto corrupt;  /* a terminal behind us */
 	case CRS_TERM_DETACHED:
 		/* Our epoch ended without a signal (NO_EVENT): nothing
 		 * more, until the publisher closes (the record becomes
@@ -332,8 +330,7 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 		shm_store_relaxed(&sub->ctl->parked, 0);
 	}
 	if (sub->since_request >= sub->replenish) {
-		sub->requested = credit_add(sub->requested,
-						sub->since_request);
+		sub->requested = credit_add(sub->requested, sub->since_request);
 		sub->since_request = 0;
 	}
 	sub_publish(sub);
@@ -341,8 +338,8 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 
 /* Inlined into every caller: gcc's size estimate of the ring.h helpers
  * left it out of line, a call more per poll and release. */
-static inline __attribute__((always_inline)) void
-sub_release(struct crs_sub *sub)
+static inline __attribute__((always_inline)) void sub_release(
+	struct crs_sub *sub)
 {
 	uint32_t n = sub->held;
 	if (!n) {
@@ -368,7 +365,8 @@ sub_release(struct crs_sub *sub)
 				     sub->since_publish >= PUBLISH_EVERY ||
 				     !sub_peek(sub, sub->pos, &len) ||
 				     shm_load_relaxed(
-					     &sub->hdr->signal.progress_wanted) !=
+					     &sub->hdr->signal
+						      .progress_wanted) !=
 					     sub->wanted_seen,
 			     0))
 		release_publish(sub);
@@ -478,7 +476,8 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 	if (n == 0) {
 		sub->follow = 0; /* a violation of ours ends it for good */
 		sub_stop_opening(sub);
-		sub_end(sub, EINVAL, "request(0) violates Reactive Streams 3.9");
+		sub_end(sub, EINVAL,
+			"request(0) violates Reactive Streams 3.9");
 		if (sub->ctl) { /* as in crs_sub_cancel() */
 			shm_store_release(&sub->ctl->cancelled, 1);
 			sub_publish(sub);
@@ -662,7 +661,8 @@ int crs_sub_dispatch(crs_sub *sub, const struct crs_sub_callbacks *cb,
 	struct crs_msg batch[DISPATCH_BATCH];
 	size_t n = 0;
 	while (n < max) {
-		size_t want = max - n < DISPATCH_BATCH ? max - n : DISPATCH_BATCH;
+		size_t want = max - n < DISPATCH_BATCH ? max - n
+						       : DISPATCH_BATCH;
 		int r = sub->merge ? merge_take(sub, batch, want, 0)
 				   : sub_take(sub, batch, want, 0);
 		if (r == 0)
@@ -767,8 +767,8 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 		uint64_t left = sub->requested == CRS_UNBOUNDED
 					? CRS_UNBOUNDED
 					: sub->requested - sub->received;
-		sub->requested_before =
-			credit_add(sub->requested_before, sub->received);
+		sub->requested_before = credit_add(sub->requested_before,
+						   sub->received);
 		sub->received_before += sub->received;
 		sub->requested = left;
 		sub->received = 0;
@@ -838,8 +838,8 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 		return -CRS_EEND;
 	/* A new publisher can take the name only once the old one has
 	 * gone (closed or died); until then, nothing. */
-	if (sub->held ||
-	    (!sub->pub_dead && ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) == 0))
+	if (sub->held || (!sub->pub_dead &&
+			  ipc_fd_poll(sub->sock, POLLIN | POLLRDHUP, 0) == 0))
 		return 0;
 	sub_follow(sub);
 	return sub_cold(sub, len);
@@ -876,8 +876,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->follow = o.follow != 0;
 	sub->spin_ns = spin_budget_ns(o.spin_us);
 	sub->prefetch = o.prefetch;
-	sub->replenish = o.prefetch ? credit_replenish(o.prefetch)
-				    : UINT64_MAX;
+	sub->replenish = o.prefetch ? credit_replenish(o.prefetch) : UINT64_MAX;
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
 	err = ipc_waitset_new(&sub->ws);

@@ -46,12 +46,12 @@ struct crs_sub {
 	int pub_dead;
 	int cancelled;
 	int pub_fences;
-	int pub_fence_ask; /* CRS_SEG_PUB_FENCE_ASK: it fences on request */
-	int parkers; /* announcements standing on our park word */
+	int pub_fence_ask;   /* CRS_SEG_PUB_FENCE_ASK: it fences on request */
+	int parkers;	     /* announcements standing on our park word */
 	uint64_t fence_word; /* CRS_PARK_FENCE once asked for and covered by
 				a membarrier (park.h), else 0 */
 	uint64_t parked_received; /* received at the last announcement */
-	int64_t spin_ns; /* poll this long in waits before parking */
+	int64_t spin_ns;	  /* poll this long in waits before parking */
 	int64_t next_liveness_ns;
 	struct crs_end end;
 	int sock;
@@ -137,8 +137,7 @@ int merge_wait(struct crs_sub *sub, int timeout_ms);
  * for the whole merge: the fd of a waitset of its own, armed on every
  * member. */
 int merge_has_work(struct crs_sub *sub);
-int merge_announce(struct crs_sub *sub, struct ipc_waitset *ws,
-		   uint64_t base);
+int merge_announce(struct crs_sub *sub, struct ipc_waitset *ws, uint64_t base);
 void merge_withdraw(struct crs_sub *sub);
 /* Close the members and free the merge (sub itself stays). */
 void merge_close(struct crs_sub *sub);

@@ -52,16 +52,16 @@ typedef struct crs_sub crs_sub; /* one subscription to one stream */
 /* Library error codes beyond errno (returned negated, like errno values). */
 enum {
 	CRS_EBASE = 10000,
-	CRS_ENODEMAND,	/* claim: subscribers have not requested more */
-	CRS_ENOROOM,	/* claim: the ring is full of unconsumed messages */
-	CRS_EEND,	/* subscriber: the stream ended, see crs_sub_end() */
-	CRS_EPROTO,	/* peer broke the protocol (bad frame, bad word,
-			   bad handshake message, an error record without
-			   a code); crs never uses plain EPROTO for that */
-	CRS_EVERSION,	/* peer speaks another layout or handshake version */
-	CRS_EGAP,	/* subscriber (follow): a new publisher took the name;
-			   what was published between the old stream's end
-			   and its first message is missed */
+	CRS_ENODEMAND, /* claim: subscribers have not requested more */
+	CRS_ENOROOM,   /* claim: the ring is full of unconsumed messages */
+	CRS_EEND,      /* subscriber: the stream ended, see crs_sub_end() */
+	CRS_EPROTO,    /* peer broke the protocol (bad frame, bad word,
+			  bad handshake message, an error record without
+			  a code); crs never uses plain EPROTO for that */
+	CRS_EVERSION,  /* peer speaks another layout or handshake version */
+	CRS_EGAP,      /* subscriber (follow): a new publisher took the name;
+			  what was published between the old stream's end
+			  and its first message is missed */
 	CRS_ELAST
 };
 
@@ -118,11 +118,11 @@ struct crs_pub_opts {
 	 * EDQUOT, on a full stream with EUSERS; crs_errmsg() says which. */
 	uint32_t max_per_process;
 	uint32_t max_per_uid;
-	uint32_t overflow;	  /* enum crs_overflow, for crs_pub_offer */
-	uint32_t on_disconnect;	  /* enum crs_disconnect */
-	int32_t auto_connect;	  /* connect once this many subscribers have
-				     arrived; 0 (default): at creation;
-				     CRS_CONNECT_MANUAL: never by itself */
+	uint32_t overflow;	/* enum crs_overflow, for crs_pub_offer */
+	uint32_t on_disconnect; /* enum crs_disconnect */
+	int32_t auto_connect;	/* connect once this many subscribers have
+				   arrived; 0 (default): at creation;
+				   CRS_CONNECT_MANUAL: never by itself */
 	/* Replay mode: retain for late joiners at most this many messages,
 	 * payload bytes, and messages younger than this (0: no bound;
 	 * the ring's size always bounds what can be retained). */
@@ -446,9 +446,9 @@ void crs_pub_close(crs_pub *pub);
  * with the next message the publisher publishes (in replay mode: with
  * the oldest retained one). With opts->async it returns at once (only
  * -EINVAL, -ENOMEM), and the errors below end the subscription later;
- * see struct crs_sub_opts for async and follow. Returns 0, -ENOENT (no such stream, or only
- * the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET (the
- * publisher went away during the handshake), -EACCES/-EPERM (refused),
+ * see struct crs_sub_opts for async and follow. Returns 0, -ENOENT (no such
+ * stream, or only the leftovers of a dead publisher), -ETIMEDOUT, -ECONNRESET
+ * (the publisher went away during the handshake), -EACCES/-EPERM (refused),
  * -EUSERS (the publisher has no free slot), -EDQUOT (this process or
  * uid holds its quota of slots, see max_per_process), -EMFILE (this
  * process, or the publisher, is out of descriptors), -CRS_EVERSION,

@@ -22,19 +22,19 @@ extern "C" {
 typedef struct crs_inspector crs_inspector;
 
 enum crs_stream_state {
-	CRS_STREAM_LIVE = 0,	/* publishing, or between epochs (before
-				   connect, after a disconnect) */
-	CRS_STREAM_COMPLETED,	/* completed; publisher still present */
-	CRS_STREAM_FAILED,	/* terminated with an error */
-	CRS_STREAM_CLOSED,	/* publisher closed the stream
-				   (crs_pub_close) */
-	CRS_STREAM_DEAD,	/* publisher process is gone */
-	CRS_STREAM_DENIED,	/* exists, but we may not inspect it */
+	CRS_STREAM_LIVE = 0,  /* publishing, or between epochs (before
+				 connect, after a disconnect) */
+	CRS_STREAM_COMPLETED, /* completed; publisher still present */
+	CRS_STREAM_FAILED,    /* terminated with an error */
+	CRS_STREAM_CLOSED,    /* publisher closed the stream
+				 (crs_pub_close) */
+	CRS_STREAM_DEAD,      /* publisher process is gone */
+	CRS_STREAM_DENIED,    /* exists, but we may not inspect it */
 };
 
 struct crs_stream_info {
 	char name[CRS_NAME_MAX + 1];
-	int state;    /* enum crs_stream_state */
+	int state; /* enum crs_stream_state */
 	int pub_pid;
 	uint32_t mode; /* enum crs_mode */
 	uint64_t ring_size;
@@ -53,7 +53,7 @@ struct crs_stream_info {
 	uint64_t retained;  /* replay: messages a late joiner gets now */
 	uint64_t retained_bytes;
 	int64_t retained_age_ns; /* age of the oldest retained; -1 unknown */
-	int end_code;	    /* for COMPLETED/FAILED: 0 or the error code */
+	int end_code;		 /* for COMPLETED/FAILED: 0 or the error code */
 	char end_message[CRS_ERRMSG_MAX + 1];
 	int64_t sampled_ns; /* CLOCK_MONOTONIC when this was read */
 	uint64_t stream_id; /* as crs_sub_stream_id() */
@@ -62,18 +62,18 @@ struct crs_stream_info {
 struct crs_sub_info {
 	int slot;
 	int pid;
-	uint64_t requested;   /* total demand, CRS_UNBOUNDED if unbounded */
-	uint64_t outstanding; /* demand not yet met, CRS_UNBOUNDED ... */
-	uint64_t consumed;    /* sequence number it has consumed up to (the
-				 next message it will read) */
-	uint64_t joined;      /* sequence number of its first message: it
-				 has consumed consumed - joined messages,
-				 in the unit of requested */
+	uint64_t requested;    /* total demand, CRS_UNBOUNDED if unbounded */
+	uint64_t outstanding;  /* demand not yet met, CRS_UNBOUNDED ... */
+	uint64_t consumed;     /* sequence number it has consumed up to (the
+				  next message it will read) */
+	uint64_t joined;       /* sequence number of its first message: it
+				  has consumed consumed - joined messages,
+				  in the unit of requested */
 	uint64_t lag_messages; /* published but not yet consumed */
 	uint64_t lag_bytes;
-	uint64_t wakeups;     /* times this subscriber woke from sleep */
-	int holding_back;     /* 1: it limits the publisher now: no demand
-				 left (lockstep), or a ring's worth unread */
+	uint64_t wakeups; /* times this subscriber woke from sleep */
+	int holding_back; /* 1: it limits the publisher now: no demand
+			     left (lockstep), or a ring's worth unread */
 };
 
 /* Open stream `name` for inspection (the publisher must accept and
