@@ -517,27 +517,12 @@ static const struct park_hooks wait_hooks = {
 	.withdraw = wait_withdraw,
 };
 
-int merge_wait(crs_sub *sub, int timeout_ms)
+void merge_park(crs_sub *sub, int64_t deadline)
 {
 	struct sub_merge *mg = sub->merge;
-	int64_t deadline = ipc_deadline(timeout_ms);
-	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
-	unsigned step = 1;
-	for (;;) {
-		if (merge_has_work(sub))
-			return 0;
-		int64_t now = ipc_now_ns();
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		if (now < spin_until) {
-			spin_backoff(&step, SPIN_BACKOFF_MAX);
-			continue;
-		}
-		uint64_t fired[16];
-		int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired,
-				  16);
-		note_fired(mg, fired, n);
-	}
+	uint64_t fired[16];
+	int n = park_wait(&wait_hooks, sub, mg->ws, deadline, fired, 16);
+	note_fired(mg, fired, n);
 }
 
 int merge_open(crs_sub *sub, const char *name, const struct crs_sub_opts *o)

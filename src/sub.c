@@ -636,8 +636,6 @@ static void sub_park(struct crs_sub *sub, int64_t deadline)
 
 int crs_sub_wait(crs_sub *sub, int timeout_ms)
 {
-	if (sub->merge)
-		return merge_wait(sub, timeout_ms);
 	int64_t deadline = ipc_deadline(timeout_ms);
 	int64_t spin_until = ipc_now_ns() + sub->spin_ns;
 	unsigned step = 1;
@@ -651,7 +649,10 @@ int crs_sub_wait(crs_sub *sub, int timeout_ms)
 			spin_backoff(&step, SPIN_BACKOFF_MAX);
 			continue;
 		}
-		sub_park(sub, deadline);
+		if (sub->merge)
+			merge_park(sub, deadline);
+		else
+			sub_park(sub, deadline);
 	}
 }
 

@@ -132,7 +132,9 @@ int merge_poll(struct crs_sub *sub, struct crs_msg *msgs, size_t max,
 void merge_release(struct crs_sub *sub);
 int merge_request(struct crs_sub *sub, uint64_t n);
 void merge_cancel(struct crs_sub *sub);
-int merge_wait(struct crs_sub *sub, int timeout_ms);
+/* crs_sub_wait's sleep for a merge: until a member has work, one
+ * joins, or the deadline. */
+void merge_park(struct crs_sub *sub, int64_t deadline);
 /* The hooks above for crs_loop (and crs_sub_wait). A loop gets one key
  * for the whole merge: the fd of a waitset of its own, armed on every
  * member. */
