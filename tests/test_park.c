@@ -387,8 +387,11 @@ static void test_fence_ask(void **state)
 	feed(p, &seq, 10, 1);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, ask);
-	/* Every sleep needed its wake: none lost to the unfenced commit. */
-	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 10);
+	/* The sleeps needed wakes. A lost one would show as the child's
+	 * crs_sub_wait timing out (it fails the test); the count is only a
+	 * floor, as a sleep may also end early (a spurious return, then a
+	 * re-check that finds the message first), which is allowed. */
+	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 1);
 	feed(p, &seq, 300, 0);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, 0); /* 256 without a sleep: no longer asks */
@@ -396,7 +399,7 @@ static void test_fence_ask(void **state)
 	feed(p, &seq, 10, 1);
 	assert_int_equal(tu_expect(chan, F_WORD, &word, 10000), 0);
 	assert_int_equal(word, ask); /* asks again */
-	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 10);
+	assert_true(atomic_load(&pub->ring.hdr->stats.wakes) - wakes >= 1);
 	close(chan);
 	assert_int_equal(tu_serve_wait_child(p, pid, 10000), 0);
 	crs_pub_close(p);
