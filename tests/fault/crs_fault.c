@@ -315,6 +315,31 @@ static pid_t spawn(int (*fn)(const char *), const char *name)
 	return pid;
 }
 
+/* Past a round's deadline: name every process still alive (with
+ * CRS_FAULT_DEBUG, its backtrace too), kill it and count a hang. The
+ * first npubs of pids are publishers, the rest subscribers. */
+static void kill_hung(struct stats *st, int round, const char *kind,
+		      const pid_t *pids, const int *alive, int n, int npubs)
+{
+	for (int i = 0; i < n; i++) {
+		if (!alive[i])
+			continue;
+		fprintf(stderr, "round %d: %s%s pid %d hung\n", round, kind,
+			i < npubs ? "publisher" : "subscriber", (int)pids[i]);
+		if (getenv("CRS_FAULT_DEBUG")) {
+			char cmd[128];
+			snprintf(cmd, sizeof(cmd),
+				 "gdb -p %d -batch -ex bt 2>/dev/null | grep '^#'",
+				 (int)pids[i]);
+			if (system(cmd) < 0)
+				perror("gdb");
+		}
+		kill(pids[i], SIGKILL);
+		waitpid(pids[i], NULL, 0);
+		st->hangs++;
+	}
+}
+
 /* Wait for a child and sort its end into st: 1 once it ended. */
 static int reap(struct stats *st, int round, pid_t pid, int is_pub,
 		int victim)
@@ -418,18 +443,8 @@ static void shared_round(struct stats *st, int round)
 				left--;
 			}
 		if (left && now_ms() > deadline) {
-			for (int i = 0; i < n; i++) {
-				if (!alive[i])
-					continue;
-				fprintf(stderr, "round %d: shared %s pid %d "
-						"hung\n", round,
-					i < shared_pubs ? "publisher"
-							: "subscriber",
-					(int)pids[i]);
-				kill(pids[i], SIGKILL);
-				waitpid(pids[i], NULL, 0);
-				st->hangs++;
-			}
+			kill_hung(st, round, "shared ", pids, alive, n,
+				  shared_pubs);
 			break;
 		}
 		struct timespec ms = { 0, 1000000 };
@@ -523,24 +538,7 @@ static void one_round(struct stats *st, int round)
 				st->errors++;
 		}
 		if (left && now_ms() > deadline) {
-			for (int i = 0; i < n; i++) {
-				if (!alive[i])
-					continue;
-				fprintf(stderr, "round %d: %s pid %d hung\n",
-					round, i ? "subscriber" : "publisher",
-					(int)pids[i]);
-				if (getenv("CRS_FAULT_DEBUG")) {
-					char cmd[128];
-					snprintf(cmd, sizeof(cmd),
-						 "gdb -p %d -batch -ex bt 2>/dev/null | grep '^#'",
-						 (int)pids[i]);
-					if (system(cmd) < 0)
-						perror("gdb");
-				}
-				kill(pids[i], SIGKILL);
-				waitpid(pids[i], NULL, 0);
-				st->hangs++;
-			}
+			kill_hung(st, round, "", pids, alive, n, 1);
 			break;
 		}
 		struct timespec ts = { 0, 1000000 };
