@@ -85,8 +85,8 @@ void pubring_mirror(struct pub_ring *r)
 	shm_store_relaxed(&st->mirror_seq, v + 1);
 	shm_fence_release();
 	shm_store_relaxed(&st->position, r->more ? r->more_pos : r->pos);
-	shm_store_relaxed(&st->published, r->seq - r->more_count);
-	shm_store_relaxed(&st->bytes, r->bytes - r->more_bytes);
+	shm_store_relaxed(&st->published, r->more ? r->more_seq : r->seq);
+	shm_store_relaxed(&st->bytes, r->more ? r->more_bytes : r->bytes);
 	shm_store_release(&st->mirror_seq, v + 2);
 }
 
@@ -158,8 +158,7 @@ int pubring_flush(struct pub_ring *r)
 	/* After the headers of every frame behind it (ring.h). */
 	ring_publish(r->ring, r->mask, r->more_pos, r->more_word);
 	r->more = 0;
-	uint64_t n = r->more_count;
-	r->more_count = r->more_bytes = 0;
+	uint64_t n = r->seq - r->more_seq; /* plain commits behind it too */
 	pubring_wake_if_parked(r);
 	pubring_mirror(r);
 	return (int)(n < INT32_MAX ? n : INT32_MAX);

@@ -51,16 +51,21 @@ struct pub_ring {
 	uint64_t room_limit;   /* frames must end 8 bytes before this */
 	uint64_t claim_pos;
 	uint64_t claim_len;
-	int claimed;
-	int hold;	    /* claims take the slow path: not open, or replay */
+	/* claimed and hold are 64-bit words: the claim's test of both
+	 * must not become one 8-byte load of two 4-byte fields, which
+	 * cannot take the value commit just stored to claimed from the
+	 * store buffer and waits for every older store to reach the
+	 * cache (the ring's lines, which the reader may hold). */
+	uint64_t claimed;
+	uint64_t hold;	    /* claims take the slow path: not open, or replay */
 	int more;	    /* deferred frames wait for a flush */
 	uint64_t more_pos;  /* the first one: its header is stored last */
 	uint64_t more_word; /* and is this */
-	uint64_t more_count; /* deferred messages and their bytes */
-	uint64_t more_bytes;
-	uint64_t bytes; /* payload bytes committed */
-	int notes;	/* commits are noted (pubring_noted): retention marks */
-	int fences;	/* full fence per commit: membarrier unavailable */
+	uint64_t more_seq;  /* seq and bytes before the first one: what */
+	uint64_t more_bytes; /* readers can see until the flush */
+	uint64_t bytes;	     /* payload bytes committed */
+	int notes;  /* commits are noted (pubring_noted): retention marks */
+	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal; /* our copy of data_signal */
 	int until_tick;	 /* commits left before the next tick */
@@ -214,6 +219,8 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 		r->more = 1;
 		r->more_pos = pos;
 		r->more_word = frame_word(pos, (uint32_t)len);
+		r->more_seq = r->seq;
+		r->more_bytes = r->bytes;
 		ring_clear(r->ring, r->mask, next);
 	} else {
 		ring_commit(r->ring, r->mask, pos, next,
@@ -223,10 +230,6 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 	r->claimed = 0;
 	r->seq++;
 	r->bytes += len;
-	if (more) {
-		r->more_count++;
-		r->more_bytes += len;
-	}
 	return 0;
 }
 
