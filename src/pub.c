@@ -363,11 +363,15 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
 	return 0;
 }
 
+/* The cold parts of a commit return 0 for the commit's caller: the hot
+ * path ends in tail calls to them, so it needs no stack frame (fewer
+ * stores behind the ring's; pubring.h says why that matters). */
+
 /* Every PUB_SERVE_EVERY commits: mirror the figures, and serve if due.
  * Busy publishers look at the clock every PUB_SERVE_EVERY commits; slow
  * ones (a millisecond or more between looks) at every commit, so
  * newcomers never wait for 16 more. */
-static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
+static __attribute__((noinline, cold)) int commit_tick(struct crs_pub *pub)
 {
 	int64_t last = pub->control.next_serve_ns;
 	int64_t now = ipc_now_ns();
@@ -376,6 +380,27 @@ static __attribute__((noinline, cold)) void commit_tick(struct crs_pub *pub)
 	else
 		pubring_mirror(&pub->ring);
 	pubring_set_tick(&pub->ring, now < last ? PUB_SERVE_EVERY : 1);
+	return 0;
+}
+
+/* Park word i has a flag set: wake if due, then count the commit. */
+static __attribute__((noinline, cold)) int commit_wake(struct crs_pub *pub,
+						       int i)
+{
+	struct pub_ring *r = &pub->ring;
+	pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
+	return pubring_count(r) ? commit_tick(pub) : 0;
+}
+
+/* The end of every commit: wake parked subscribers, count the commit. */
+static inline int commit_end(struct crs_pub *pub)
+{
+	int i = pubring_parked(&pub->ring);
+	if (__builtin_expect(i >= 0, 0))
+		return commit_wake(pub, i);
+	if (__builtin_expect(pubring_count(&pub->ring), 0))
+		return commit_tick(pub);
+	return 0;
 }
 
 /* pubring_noted: retention marks (replay with an age bound) and deferred
@@ -386,9 +411,7 @@ static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
 		epoch_note(&pub->epoch);
 	if (pub->ring.more)
 		crs_pub_flush(pub);
-	if (pubring_commit_end(&pub->ring))
-		commit_tick(pub);
-	return 0;
+	return commit_end(pub);
 }
 
 static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
@@ -399,9 +422,7 @@ static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 		return 0; /* deferred: the flush does the rest */
 	if (__builtin_expect(pubring_noted(&pub->ring), 0))
 		return commit_note(pub);
-	if (__builtin_expect(pubring_commit_end(&pub->ring), 0))
-		commit_tick(pub);
-	return 0;
+	return commit_end(pub);
 }
 
 int crs_pub_commit(crs_pub *pub, size_t len)

@@ -49,13 +49,15 @@ struct pub_ring {
 	uint64_t seq;	       /* next message's sequence */
 	uint64_t credit_limit; /* may publish while seq < credit_limit */
 	uint64_t room_limit;   /* frames must end 8 bytes before this */
-	uint64_t claim_pos;
-	uint64_t claim_len;
-	/* claimed and hold are 64-bit words: the claim's test of both
-	 * must not become one 8-byte load of two 4-byte fields, which
-	 * cannot take the value commit just stored to claimed from the
-	 * store buffer and waits for every older store to reach the
-	 * cache (the ring's lines, which the reader may hold). */
+	/* The open claim (at pos): its length + 1, or 0 if none; one word,
+	 * so that commit checks both with one compare. claimed and hold
+	 * are 64-bit words: the claim's test of both must not become one
+	 * 8-byte load of two 4-byte fields, which cannot take the value
+	 * commit just stored to claimed from the store buffer and waits
+	 * for every older store to reach the cache (the ring's lines,
+	 * which the reader may hold). The hot path keeps its stores few
+	 * for the same reason: while a store waits for a line the reader
+	 * took, the ones behind it fill the store buffer. */
 	uint64_t claimed;
 	uint64_t hold;	    /* claims take the slow path: not open, or replay */
 	int more;	    /* deferred frames wait for a flush */
@@ -135,9 +137,7 @@ static inline int pubring_check(const struct pub_ring *r, uint64_t need)
 /* Open a claim of len bytes at the current position (checked). */
 static inline void *pubring_take(struct pub_ring *r, size_t len)
 {
-	r->claim_pos = r->pos;
-	r->claim_len = len;
-	r->claimed = 1;
+	r->claimed = (uint64_t)len + 1;
 	return r->ring + ring_payload_offset(r->mask, r->pos);
 }
 
@@ -155,10 +155,7 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 				     ring_wraps(off, frame, r->ring_size),
 			     0))
 		return 1;
-	r->claim_pos = r->pos;
-	r->claim_len = len;
-	r->claimed = 1;
-	*buf = r->ring + ring_payload_offset(r->mask, r->pos);
+	*buf = pubring_take(r, len);
 	return 0;
 }
 
@@ -167,8 +164,10 @@ static inline void pubring_abort(struct pub_ring *r)
 	r->claimed = 0;
 }
 
-/* After a commit: wake subscribers parked on the current signal. */
-static inline void pubring_wake_if_parked(struct pub_ring *r)
+/* After a commit: the first park word with a flag set (a subscriber
+ * sleeps, or asks for fences), or -1; pubring_wake_from(i) takes it
+ * from there. */
+static inline int pubring_parked(const struct pub_ring *r)
 {
 	/* Orders the header store of the commit before the loads of the
 	 * park words: pairs with the fence in park_begin() after
@@ -177,13 +176,19 @@ static inline void pubring_wake_if_parked(struct pub_ring *r)
 	 * without it is covered by the membarrier() its subscriber runs
 	 * before relying on the fence (park.h). */
 	park_waker_fence(r->fences);
-	for (int i = 0; i < r->nparked; i++) {
-		uint64_t w = shm_load_relaxed(r->parked[i]);
-		if (__builtin_expect(w >> 32 != 0, 0)) {
-			pubring_wake_from(r, i, w);
-			return;
-		}
-	}
+	for (int i = 0; i < r->nparked; i++)
+		if (__builtin_expect(shm_load_relaxed(r->parked[i]) >> 32 != 0,
+				     0))
+			return i;
+	return -1;
+}
+
+/* After a commit: wake subscribers parked on the current signal. */
+static inline void pubring_wake_if_parked(struct pub_ring *r)
+{
+	int i = pubring_parked(r);
+	if (i >= 0)
+		pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
 }
 
 /* Count a commit (or flush): 1 if PUB_SERVE_EVERY of them are done,
@@ -194,23 +199,16 @@ static inline int pubring_count(struct pub_ring *r)
 	return --r->until_tick == 0;
 }
 
-/* After a commit, and the note pubring_noted asked for: wake parked
- * subscribers, count the commit (pubring_count). */
-static inline int pubring_commit_end(struct pub_ring *r)
-{
-	pubring_wake_if_parked(r);
-	return pubring_count(r);
-}
-
 /* Commit len bytes of the open claim; more: defer its header to the
  * next flush (then nothing is left to do). Returns 0 or -EINVAL (no
- * claim, or longer than claimed). Without more, the caller goes on with
- * pubring_commit_end, after its note if pubring_noted says so. */
+ * claim, or longer than claimed). Without more, the caller goes on
+ * with its note if pubring_noted says so, wakes (pubring_parked) and
+ * counts the commit (pubring_count). */
 static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
-	if (__builtin_expect(!r->claimed || len > r->claim_len, 0))
+	if (__builtin_expect(len >= r->claimed, 0)) /* 0: no claim */
 		return -EINVAL;
-	uint64_t pos = r->claim_pos;
+	uint64_t pos = r->pos;
 	uint64_t next = pos + frame_size(len);
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at
