@@ -46,6 +46,9 @@
 #define WATCHDOG_NS (120LL * 1000000000LL) /* a stuck measurement fails */
 #define CLEAN_CPUS 1.5 /* a probe that got fewer CPUs marks a bad state */
 #define CLEAN_RTT_NS 1000.0 /* and so does a slower cache-line round trip */
+/* Probe round trips at most this far apart (max/min) are one VM state:
+ * the states seen differ 3x and more, one state's noise stays under 1.5x. */
+#define STATE_SPREAD 1.5
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -541,12 +544,13 @@ void aeron_pp_close(void *ep);
 
 /* ---- summaries shared by the outputs (summary.c) -------------------------
  * A round of a spinning scenario is clean when the probes before and
- * after it both got at least CLEAN_CPUS CPUs and both saw the fast
- * cache-line state (round trip under CLEAN_RTT_NS);
+ * after it both got at least CLEAN_CPUS CPUs and bounced the cache
+ * line in under CLEAN_RTT_NS;
  * every successful round of a blocking scenario is clean. Cell figures
  * come from clean rounds when the cell has any (tp_auto), else from all
  * rounds. Ratios are medians of per-round ratios, over rounds where both
- * sides are clean if there are such, else over all rounds. */
+ * sides are clean and their probes in one state (probes_same_state) if
+ * there are such, else over all rounds. */
 
 #define REF_CRS "crs-spin-p128"
 #define REF_BARE "bare-ring"
@@ -560,6 +564,9 @@ void summary_init(struct results *res);
 int tp_clean(const struct tp_cell *c, const struct tp_sample *s);
 int lat_clean(const struct lat_cell *c, const struct lat_sample *s);
 double clean_rtt_max(void);
+/* 1 when the n round trips (ns) are one VM state: max <= min *
+ * STATE_SPREAD (also for n = 0); 0 otherwise or for one <= 0. */
+int probes_same_state(const double *rtt, int n);
 int tp_nclean(const struct tp_cell *c);
 int tp_auto(const struct tp_cell *c);
 double tp_median(const struct tp_cell *c, int what, int clean);

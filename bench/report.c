@@ -422,8 +422,12 @@ void report_table(const struct config *cfg, const struct results *res)
 	printf("clean rounds of spinning scenarios: probes before and after "
 	       "got >= %.1f CPUs and round trips\n"
 	       "  under %.0f ns; blocking scenarios: every round. Targets use "
-	       "clean rounds only.\n",
-	       CLEAN_CPUS, clean_rtt_max());
+	       "clean rounds only.\n"
+	       "ratios and targets pair only clean rounds in one VM state: "
+	       "the probes around both sides within %.1fx\n"
+	       "  of each other (this VM flips between states 3x+ apart; a "
+	       "ratio across them is meaningless)\n",
+	       CLEAN_CPUS, clean_rtt_max(), STATE_SPREAD);
 	if (res->ntp) {
 		printf("\n== Throughput: 1 publisher -> 1 subscriber, separate "
 		       "processes, %.2f s window, receiver timed ==\n"

@@ -5,7 +5,12 @@
  * Every summary is a median over rounds; every ratio is the median over
  * rounds of the per-round ratio of two scenarios measured in the same
  * round (shared/BENCHMARKING.md), never a ratio of figures from
- * different moments.
+ * different moments. A pair of one round counts only when the machine
+ * was in one state for both: this VM flips every few seconds to minutes
+ * between a fast state (probe round trip 60-110 ns) and a slow one
+ * (300-340 ns, every transport 3-8x slower), and a ratio of a figure
+ * from one state to a figure from the other measures the flip, not the
+ * transports.
  */
 #include <stdlib.h>
 
@@ -18,7 +23,15 @@
  * not relative to the run's quickest probe: a run that never saw the
  * machine in a good state has no clean rounds, and says so. Figures are
  * given over clean rounds when there are any (else over all rounds,
- * marked), and over all rounds in the JSON as well. */
+ * marked), and over all rounds in the JSON as well.
+ * A ratio's pair (or triple) of samples of one round counts when each is
+ * clean and the probes around them are in one state: the largest round
+ * trip at most STATE_SPREAD times the smallest. Relative, not a fixed
+ * line between the states, so it needs no figure of this machine. Only
+ * probes that could see the state take part (they got CLEAN_CPUS and
+ * stayed under CLEAN_RTT_NS): all of a clean spinning round's; a
+ * blocking round's taken while the host ran the vCPUs in turns say
+ * nothing about it. */
 
 void summary_init(struct results *res)
 {
@@ -36,10 +49,59 @@ double clean_rtt_max(void)
 	return CLEAN_RTT_NS;
 }
 
+static int probe_ok(double cap, double rtt)
+{
+	return cap >= CLEAN_CPUS && rtt > 0 && rtt < CLEAN_RTT_NS;
+}
+
 static int state_ok(double cap0, double cap1, double rtt0, double rtt1)
 {
-	return cap0 >= CLEAN_CPUS && cap1 >= CLEAN_CPUS && rtt0 > 0 &&
-	       rtt1 > 0 && rtt0 < CLEAN_RTT_NS && rtt1 < CLEAN_RTT_NS;
+	return probe_ok(cap0, rtt0) && probe_ok(cap1, rtt1);
+}
+
+int probes_same_state(const double *rtt, int n)
+{
+	double lo = n ? rtt[0] : 0, hi = lo;
+	for (int i = 1; i < n; i++) {
+		lo = rtt[i] < lo ? rtt[i] : lo;
+		hi = rtt[i] > hi ? rtt[i] : hi;
+	}
+	return !n || (lo > 0 && hi <= lo * STATE_SPREAD);
+}
+
+/* Appends a sample's probes that could see the state to rtt. */
+static int state_probes(double *rtt, int n, double cap0, double rtt0,
+			double cap1, double rtt1)
+{
+	if (probe_ok(cap0, rtt0))
+		rtt[n++] = rtt0;
+	if (probe_ok(cap1, rtt1))
+		rtt[n++] = rtt1;
+	return n;
+}
+
+/* x, y and w (if not NULL) of one round were measured in one state. */
+static int tp_one_state(const struct tp_sample *x, const struct tp_sample *y,
+			const struct tp_sample *w)
+{
+	const struct tp_sample *s[3] = { x, y, w };
+	double rtt[6];
+	int n = 0;
+	for (int i = 0; i < 3 && s[i]; i++)
+		n = state_probes(rtt, n, s[i]->cap_before, s[i]->pp_before,
+				 s[i]->cap, s[i]->pp_after);
+	return probes_same_state(rtt, n);
+}
+
+static int lat_one_state(const struct lat_sample *x,
+			 const struct lat_sample *y)
+{
+	double rtt[4];
+	int n = state_probes(rtt, 0, x->cap_before, x->pp_before, x->cap,
+			     x->pp_after);
+	n = state_probes(rtt, n, y->cap_before, y->pp_before, y->cap,
+			 y->pp_after);
+	return probes_same_state(rtt, n);
 }
 
 int tp_clean(const struct tp_cell *c, const struct tp_sample *s)
@@ -82,7 +144,8 @@ double tp_median(const struct tp_cell *c, int what, int clean)
 	return median(v, n);
 }
 
-/* Median over rounds of a/b in the same round; *np: rounds used. */
+/* Median over rounds of a/b in the same round; *np: rounds used. clean:
+ * only rounds where both are clean and in one state. */
 double tp_ratio_n(const struct tp_cell *a, const struct tp_cell *b,
 			 int clean, int *np)
 {
@@ -91,7 +154,8 @@ double tp_ratio_n(const struct tp_cell *a, const struct tp_cell *b,
 	if (a && b)
 		for (int i = 0; i < a->n && i < b->n; i++) {
 			const struct tp_sample *x = &a->s[i], *y = &b->s[i];
-			if ((clean ? tp_clean(a, x) && tp_clean(b, y)
+			if ((clean ? tp_clean(a, x) && tp_clean(b, y) &&
+					     tp_one_state(x, y, NULL)
 				   : x->ok && y->ok) &&
 			    y->rate > 0)
 				v[n++] = x->rate / y->rate;
@@ -101,7 +165,7 @@ double tp_ratio_n(const struct tp_cell *a, const struct tp_cell *b,
 	return median(v, n);
 }
 
-/* Clean rounds if any pair is clean, else all rounds. */
+/* Clean same-state pairs if there are any, else all rounds. */
 double tp_ratio(const struct tp_cell *a, const struct tp_cell *b)
 {
 	int n;
@@ -146,7 +210,8 @@ double lat_ratio_n(const struct lat_cell *a, const struct lat_cell *b,
 	if (a && b)
 		for (int i = 0; i < a->n && i < b->n; i++) {
 			const struct lat_sample *x = &a->s[i], *y = &b->s[i];
-			if ((clean ? lat_clean(a, x) && lat_clean(b, y)
+			if ((clean ? lat_clean(a, x) && lat_clean(b, y) &&
+					     lat_one_state(x, y)
 				   : x->ok && y->ok) &&
 			    lat_val(y, what) > 0)
 				v[n++] = lat_val(x, what) / lat_val(y, what);
@@ -277,7 +342,7 @@ double cu_med(const struct results *res, int what)
 #define TARGET_SIZE 32
 
 /* Median over rounds of a's rate / the faster of b1 and b2 in the same
- * round; a round counts when all three are clean in it. */
+ * round; a round counts when all three are clean and in one state. */
 static double tp_ratio_best(const struct tp_cell *a, const struct tp_cell *b1,
 			    const struct tp_cell *b2, int *np)
 {
@@ -289,7 +354,7 @@ static double tp_ratio_best(const struct tp_cell *a, const struct tp_cell *b1,
 				       *w = &b2->s[i];
 		double best = y->rate > w->rate ? y->rate : w->rate;
 		if (tp_clean(a, x) && tp_clean(b1, y) && tp_clean(b2, w) &&
-		    best > 0)
+		    tp_one_state(x, y, w) && best > 0)
 			v[n++] = x->rate / best;
 	}
 	*np = n;
