@@ -95,7 +95,7 @@ void pubring_hold(struct pub_ring *r);
 /* The subscribers whose park words commit reads: n of them, in the
  * order of the control part's active list. Forgets earlier wakes. */
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
-/* Commits until the next tick (pubring_commit_end). */
+/* Commits until the next tick (pubring_count). */
 void pubring_set_tick(struct pub_ring *r, int commits);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
