@@ -1432,14 +1432,23 @@ static int retry_open(const struct cat_opts *o, int err)
 	       (o->follow && (err == -ETIMEDOUT || err == -ECONNREFUSED));
 }
 
+/* A tick's pause between attempts; a signal cuts it short. */
+static void nap_tick(void)
+{
+	struct timespec nap = { 0, TICK_MS * 1000000L };
+	nanosleep(&nap, NULL);
+}
+
 /* Open the stream; with -W, retry until it appears (or a signal), also
- * after a publisher that went away during the handshake. With `old`
- * (-F, after an end), first wait until the publisher followed so far has
- * left its socket, so that a lingering one is not subscribed again; and
- * note in *old the socket of the publisher now subscribed to (all zero,
- * matching none, if it changed while we subscribed). */
-static int sub_open(const struct cat_opts *o, struct stat *old, int gap,
-		    crs_sub **sub)
+ * after a publisher that went away during the handshake. With -F, after
+ * an end (gap), only a publisher other than the one followed so far
+ * (*old_id, its stream id) is kept: a lingering one is not subscribed
+ * again. The stream id is what tells them apart; the socket (*old) only
+ * saves subscribing to the old publisher over and over: we wait while
+ * it is the one noted, and note it only if it was the same before and
+ * after subscribing (all zero, matching none, if it changed meanwhile). */
+static int sub_open(const struct cat_opts *o, struct stat *old,
+		    uint64_t *old_id, int gap, crs_sub **sub)
 {
 	struct crs_sub_opts so;
 	crs_sub_opts_init(&so);
@@ -1448,12 +1457,10 @@ static int sub_open(const struct cat_opts *o, struct stat *old, int gap,
 	so.wait_ms = o->wait_stream ? TICK_MS : 0;
 	so.shared = o->shared;
 	struct stat st, after;
-	while (gap && !g_signal && sock_ident(o->name, &st) == 0 &&
-	       same_ident(&st, old)) {
-		struct timespec nap = { 0, TICK_MS * 1000000L };
-		nanosleep(&nap, NULL); /* a signal cuts it short */
-	}
 	for (;;) {
+		while (gap && !g_signal && sock_ident(o->name, &st) == 0 &&
+		       same_ident(&st, old))
+			nap_tick();
 		if (g_signal)
 			return -EINTR;
 		int before = o->follow ? sock_ident(o->name, &st) : -1;
@@ -1466,13 +1473,24 @@ static int sub_open(const struct cat_opts *o, struct stat *old, int gap,
 			if (sock_ident(o->name, &after) == 0 &&
 			    (before < 0 || same_ident(&st, &after)))
 				*old = after;
+			/* The socket alone can mislead: the publisher chmods
+			 * it between bind and listen, changing its ctime, so
+			 * one first seen in between looks replaced after. A
+			 * merged (--shared) one has no stream id (0). */
+			uint64_t id = crs_sub_stream_id(*sub);
+			if (!gap || !id || id != *old_id) {
+				*old_id = id;
+				return 0;
+			}
+			crs_sub_close(*sub); /* the old one, still there */
+			*sub = NULL;
+			nap_tick();
+			continue;
 		}
 		if (!retry_open(o, err) || !o->wait_stream)
 			return err;
-		if (err != -ENOENT) {
-			struct timespec nap = { 0, TICK_MS * 1000000L };
-			nanosleep(&nap, NULL);
-		}
+		if (err != -ENOENT)
+			nap_tick();
 	}
 }
 
@@ -1711,12 +1729,13 @@ static int run_consumer(const struct cat_opts *o)
 	if (!s.out.buf)
 		return fail(o->name, "cannot allocate the output buffer",
 			    ENOMEM, NULL);
-	/* -F: the socket of the publisher subscribed to, so that after it
-	 * ended (a gap) only a new one is subscribed. */
+	/* -F: the publisher subscribed to (stream id, socket), so that
+	 * after it ended (a gap) only a new one is subscribed. */
 	struct stat old;
+	uint64_t old_id = 0;
 	int gap = 0, rc = EXIT_SUCCESS;
 	for (;;) {
-		int err = sub_open(o, &old, gap, &s.sub);
+		int err = sub_open(o, &old, &old_id, gap, &s.sub);
 		if (err) {
 			rc = g_signal ? EXIT_STREAM : open_error(o, err);
 			break;
