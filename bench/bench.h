@@ -500,6 +500,8 @@ struct tp_scn {
 	int offer;	    /* crs: copying crs_pub_offer */
 	int batch;	    /* crs: crs_pub_commit_more + crs_pub_flush every
 			       BATCH; crs_sub_take of up to BATCH */
+	int take;	    /* crs: crs_sub_take of up to BATCH, the
+			       publisher committing one by one */
 	int defaults;	    /* crs: the subscriber's prefetch as
 			       crs_sub_opts_init leaves it */
 	int is_default;

@@ -164,8 +164,8 @@ static int crs_recv(struct xfer *x, int idx)
 	int64_t deadline = now_ns() + WATCHDOG_NS;
 	struct crs_msg msgs[BATCH];
 	for (;;) {
-		int n = sc->batch ? crs_sub_take(sub, msgs, BATCH, 0)
-				  : crs_sub_poll(sub, &msgs[0]);
+		int n = sc->batch || sc->take ? crs_sub_take(sub, msgs, BATCH, 0)
+					      : crs_sub_poll(sub, &msgs[0]);
 		if (n >= 1) {
 			for (int i = 0; i < n; i++) {
 				const struct crs_msg *m = &msgs[i];
@@ -251,6 +251,13 @@ const struct tp_scn crs_tp_scns[] = {
 		  "crs_sub_release per batch",
 	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
 	  .defaults = 1, .batch = 1, .is_default = 1 },
+	{ .name = "crs-take", .kind = "crs", .spins = 1, .mode = "both spin",
+	  .desc = "as crs-defaults with the subscriber in crs_sub_take of up "
+		  "to 64: a reader that keeps pace with the publisher (it "
+		  "slows the publisher down: bench/results/2026-12-01/"
+		  "ab-store-stall.txt)",
+	  .setup = crs_setup, .send = crs_send, .recv = crs_recv,
+	  .defaults = 1, .take = 1 },
 	{ .name = "crs-spin-unbounded", .kind = "crs", .spins = 1, .mode = "both spin",
 	  .desc = "as crs-spin-p128 with prefetch 0 and "
 		  "crs_sub_request(CRS_UNBOUNDED)",
