@@ -10,7 +10,7 @@
  * Only pubring.h and pubring.c write struct pub_ring.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
- * then reads each subscriber's park word (pubring_wake_if_parked); the
+ * then reads each subscriber's park word (pubring_parked); the
  * store-load order this needs comes from a full fence (fences) or,
  * when this process is registered for membarrier, from the membarrier()
  * a parking subscriber runs, which keeps the fence off this hot path.
