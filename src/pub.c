@@ -383,13 +383,21 @@ static __attribute__((noinline, cold)) int commit_tick(struct crs_pub *pub)
 	return 0;
 }
 
+/* Count a commit (or a flush), and tick every PUB_SERVE_EVERY. */
+static inline int commit_count(struct crs_pub *pub)
+{
+	if (__builtin_expect(pubring_count(&pub->ring), 0))
+		return commit_tick(pub);
+	return 0;
+}
+
 /* Park word i has a flag set: wake if due, then count the commit. */
 static __attribute__((noinline, cold)) int commit_wake(struct crs_pub *pub,
 						       int i)
 {
 	struct pub_ring *r = &pub->ring;
 	pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
-	return pubring_count(r) ? commit_tick(pub) : 0;
+	return commit_count(pub);
 }
 
 /* The end of every commit: wake parked subscribers, count the commit. */
@@ -398,9 +406,7 @@ static inline int commit_end(struct crs_pub *pub)
 	int i = pubring_parked(&pub->ring);
 	if (__builtin_expect(i >= 0, 0))
 		return commit_wake(pub, i);
-	if (__builtin_expect(pubring_count(&pub->ring), 0))
-		return commit_tick(pub);
-	return 0;
+	return commit_count(pub);
 }
 
 /* pubring_noted: retention marks (replay with an age bound) and deferred
@@ -440,8 +446,8 @@ int crs_pub_commit_more(crs_pub *pub, size_t len)
 int crs_pub_flush(crs_pub *pub)
 {
 	int n = pubring_flush(&pub->ring);
-	if (n && pubring_count(&pub->ring)) /* a flush counts as a commit */
-		commit_tick(pub);
+	if (n)
+		commit_count(pub); /* a flush counts as a commit */
 	return n;
 }
 
