@@ -253,7 +253,13 @@ static int crs_pp_send(void *ep, uint64_t seq)
 		}
 	}
 	fill_msg(buf, e->p->size, seq);
-	return crs_pub_commit(e->pub, e->p->size);
+	err = crs_pub_commit(e->pub, e->p->size);
+	/* The message crs_pp_recv left held: released once the reply is
+	 * out, as a zero-copy echo does (the reply may be built from it in
+	 * place) and as Aeron's pong does (offer in the fragment handler,
+	 * position stored after it). */
+	crs_sub_release(e->sub);
+	return err;
 }
 
 static int crs_pp_recv(void *ep, uint64_t *seq)
@@ -284,7 +290,7 @@ static int crs_pp_recv(void *ep, uint64_t *seq)
 	*seq = m.len >= 8 ? msg_index(m.data) : 0;
 	int ok = m.len == e->p->size && read_msg(m.data, m.len, *seq, &sum);
 	bench_sink += sum;
-	crs_sub_release(e->sub);
+	/* Held until crs_pp_send has sent the reply. */
 	return ok ? 1 : -EPROTO;
 }
 
