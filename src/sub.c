@@ -79,11 +79,34 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 		strlcpy(sub->end.message, message, sizeof(sub->end.message));
 }
 
+/* Bring since_request up to the messages received (releases count them
+ * in received alone). */
+static void sub_count_released(struct crs_sub *sub)
+{
+	if (sub->prefetch)
+		sub->since_request += sub->received - sub->counted;
+	sub->counted = sub->received;
+}
+
+/* Where the next release publishes: after PUBLISH_EVERY messages, at the
+ * one that replenishes the prefetch, or publish_step bytes on. */
+static void sub_plan_publish(struct crs_sub *sub)
+{
+	uint64_t due = PUBLISH_EVERY;
+	if (sub->prefetch && sub->replenish - sub->since_request < due)
+		due = sub->since_request >= sub->replenish
+			      ? 0
+			      : sub->replenish - sub->since_request;
+	sub->publish_due = sub->received + due;
+	sub->publish_pos = sub->published_pos + sub->publish_step;
+}
+
 /* Store our consumed position and demand, then wake the publisher if it
  * sleeps: the waker's side of park.h, with progress as the word W. */
 static void sub_publish(struct crs_sub *sub)
 {
 	struct crs_ctl *c = sub->ctl;
+	sub_count_released(sub);
 	/* A request of the publisher read now is answered by this publish
 	 * (relaxed: nothing is read behind it). */
 	sub->wanted_seen = shm_load_relaxed(&sub->hdr->signal.progress_wanted);
@@ -97,7 +120,7 @@ static void sub_publish(struct crs_sub *sub)
 	shm_store_release(&c->requested, sub->requested);
 	shm_inc_release(&c->progress);
 	sub->published_pos = sub->pos;
-	sub->since_publish = 0;
+	sub_plan_publish(sub);
 	/* Orders the stores above before the load of pub_parked; pairs
 	 * with the fence in park_begin() after pub_announce(). */
 	park_waker_fence(1);
@@ -299,10 +322,15 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
  * (-CRS_EGAP: a new publisher to report). */
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(!sub->cold && sub->received < sub->requested &&
-				     sub_peek(sub, sub->pos, len),
-			     1))
-		return 1;
+	if (__builtin_expect(!sub->cold && sub->received < sub->requested,
+			     1)) {
+		if (__builtin_expect(sub->ready != 0, 1)) {
+			*len = sub->ready - 1; /* the release looked */
+			return 1;
+		}
+		if (sub_peek(sub, sub->pos, len))
+			return 1;
+	}
 	return sub_next_slow(sub, len);
 }
 
@@ -329,6 +357,7 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 		sub->fence_word = 0;
 		shm_store_relaxed(&sub->ctl->parked, 0);
 	}
+	sub_count_released(sub);
 	if (sub->since_request >= sub->replenish) {
 		sub->requested = credit_add(sub->requested, sub->since_request);
 		sub->since_request = 0;
@@ -348,22 +377,19 @@ static inline __attribute__((always_inline)) void sub_release(
 		return;
 	}
 	sub->held = 0;
-	sub->pos = sub->held_end;
+	uint64_t pos = sub->held_end;
+	sub->pos = pos;
 	sub->seq += n;
 	sub->received += n;
-	sub->since_publish += n;
-	if (sub->prefetch)
-		sub->since_request += n;
-	uint64_t len;
+	uint64_t len = 0;
+	int next = sub_peek(sub, pos, &len);
+	sub->ready = next ? len + 1 : 0;
 	/* Batched, but never hidden: at the end of what was published (the
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
 	 * no frame we may read follows), and at the first release after
 	 * the publisher asked (pub_want_progress). */
-	if (__builtin_expect(sub->since_request >= sub->replenish ||
-				     sub->pos - sub->published_pos >=
-					     sub->publish_step ||
-				     sub->since_publish >= PUBLISH_EVERY ||
-				     !sub_peek(sub, sub->pos, &len) ||
+	if (__builtin_expect(!next || sub->received >= sub->publish_due ||
+				     pos >= sub->publish_pos ||
 				     shm_load_relaxed(
 					     &sub->hdr->signal
 						      .progress_wanted) !=
@@ -757,14 +783,15 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
 	sub->stop_pos = UINT64_MAX;
 	sub->held = 0;
+	sub->ready = 0;
 	sub->seq = sub->at.welcome.start_seq;
 	sub->publish_step = sub->ring.size / 4;
 	sub->sock = sub->at.sock;
 	sub->pub_dead = 0;
-	sub->since_publish = 0;
 	sub->next_liveness_ns = 0;
 	sub->quiet_polls = 0; /* look at the first empty poll */
 	if (again) {
+		sub_count_released(sub); /* received starts again at 0 */
 		uint64_t left = sub->requested == CRS_UNBOUNDED
 					? CRS_UNBOUNDED
 					: sub->requested - sub->received;
@@ -772,11 +799,12 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 						   sub->received);
 		sub->received_before += sub->received;
 		sub->requested = left;
-		sub->received = 0;
+		sub->received = sub->counted = 0;
 		sub->gap_pending = 1; /* stays cold until reported */
 	} else {
 		sub->cold = 0;
 	}
+	sub_plan_publish(sub);
 	if (sub->requested)
 		sub_publish(sub);
 }

@@ -28,10 +28,20 @@ struct crs_sub {
 	uint64_t received;
 	uint32_t prefetch;
 	uint64_t replenish; /* request again after this many (prefetch) */
-	uint64_t since_request;
+	uint64_t since_request; /* received since the last request, as of */
+	uint64_t counted;	/* received == counted (sub_count_released) */
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
-	uint32_t since_publish; /* releases since the last publish */
+	/* A release publishes once received reaches publish_due or pos
+	 * reaches publish_pos (sub_plan_publish), so that it tests two
+	 * words instead of keeping three counters. */
+	uint64_t publish_due;
+	uint64_t publish_pos;
+	/* The message at pos that the last release found committed and
+	 * checked (sub_peek): its length + 1, or 0 if none was. Valid
+	 * while nothing is held: the next poll or take hands it out
+	 * without loading its header again. */
+	uint64_t ready;
 	uint32_t quiet_polls;	/* empty polls left before sub_idle looks at
 				   the clock (liveness) again */
 	uint32_t wanted_seen;	/* progress_wanted at the last publish */
