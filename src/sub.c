@@ -88,17 +88,19 @@ static void sub_count_released(struct crs_sub *sub)
 	sub->counted = sub->received;
 }
 
-/* Where the next release publishes: after PUBLISH_EVERY messages, at the
- * one that replenishes the prefetch, or publish_step bytes on. */
+/* Which release publishes by count: the one PUBLISH_EVERY messages on,
+ * or the one that replenishes the prefetch if that comes first. */
 static void sub_plan_publish(struct crs_sub *sub)
 {
 	uint64_t due = PUBLISH_EVERY;
-	if (sub->prefetch && sub->replenish - sub->since_request < due)
-		due = sub->since_request >= sub->replenish
-			      ? 0
-			      : sub->replenish - sub->since_request;
+	if (sub->prefetch) {
+		uint64_t left = sub->since_request >= sub->replenish
+					? 0
+					: sub->replenish - sub->since_request;
+		if (left < due)
+			due = left;
+	}
 	sub->publish_due = sub->received + due;
-	sub->publish_pos = sub->published_pos + sub->publish_step;
 }
 
 /* Store our consumed position and demand, then wake the publisher if it
@@ -324,8 +326,14 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
 	if (__builtin_expect(!sub->cold && sub->received < sub->requested,
 			     1)) {
-		if (__builtin_expect(sub->ready != 0, 1)) {
-			*len = sub->ready - 1; /* the release looked */
+		/* The release looked; an eviction since ends us at once
+		 * (one load of a line of ours the publisher writes once). */
+		if (__builtin_expect(sub->ready != 0 &&
+					     shm_load_relaxed(
+						     &sub->ctl->term.state) ==
+						     CRS_TERM_NONE,
+				     1)) {
+			*len = sub->ready - 1;
 			return 1;
 		}
 		if (sub_peek(sub, sub->pos, len))
@@ -389,7 +397,8 @@ static inline __attribute__((always_inline)) void sub_release(
 	 * no frame we may read follows), and at the first release after
 	 * the publisher asked (pub_want_progress). */
 	if (__builtin_expect(!next || sub->received >= sub->publish_due ||
-				     pos >= sub->publish_pos ||
+				     pos - sub->published_pos >=
+					     sub->publish_step ||
 				     shm_load_relaxed(
 					     &sub->hdr->signal
 						      .progress_wanted) !=

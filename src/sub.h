@@ -32,11 +32,10 @@ struct crs_sub {
 	uint64_t counted;	/* received == counted (sub_count_released) */
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
-	/* A release publishes once received reaches publish_due or pos
-	 * reaches publish_pos (sub_plan_publish), so that it tests two
-	 * words instead of keeping three counters. */
+	/* A release publishes once received reaches publish_due
+	 * (sub_plan_publish) or pos is publish_step past published_pos:
+	 * two tests instead of three counters to keep. */
 	uint64_t publish_due;
-	uint64_t publish_pos;
 	/* The message at pos that the last release found committed and
 	 * checked (sub_peek): its length + 1, or 0 if none was. Valid
 	 * while nothing is held: the next poll or take hands it out

@@ -193,6 +193,54 @@ static void test_eviction_keeps_ended_record(void **state)
 	crs_pub_close(pub);
 }
 
+/* A subscriber that released a message while the next one was already
+ * committed, and is then evicted, learns it at its next poll and is
+ * handed nothing more (its release had looked at that next message). */
+static int released_reader(void *arg, int chan)
+{
+	const char *name = arg;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(name, 16, &sub), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	uint64_t v;
+	CHECK_EQ(tu_expect(chan, 2, &v, 30000), 0); /* 3 messages are there */
+	struct crs_msg m;
+	CHECK_EQ(tu_sub_next(sub, &m, 30000), 1);
+	crs_sub_release(sub); /* it looked at the next, committed one */
+	CHECK_EQ(tu_send(chan, 3, 0), 0);
+	CHECK_EQ(tu_expect(chan, 4, &v, 30000), 0); /* we were evicted */
+	int r = crs_sub_poll(sub, &m);
+	CHECK_EQ(r, -CRS_EEND);
+	CHECK_EQ(crs_sub_end(sub)->code, ETIMEDOUT);
+	crs_sub_close(sub);
+	return 0;
+}
+
+static void test_evicted_after_release(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "evrel");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.untethered_ms = 300;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	int chan;
+	pid_t pid = tu_spawn(released_reader, name, &chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
+	for (uint64_t seq = 0; seq < 3; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, 64, 10000), 0);
+	assert_int_equal(tu_send(chan, 2, 0), 0);
+	assert_int_equal(tu_expect(chan, 3, NULL, 30000), 0);
+	assert_int_equal(tu_pub_await_count(pub, 0, 30000), 0);
+	assert_int_equal(tu_send(chan, 4, 0), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 30000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
 int main(void)
 {
 	tu_init();
@@ -201,6 +249,7 @@ int main(void)
 		TU_TEST(test_default_never_evicts),
 		TU_TEST(test_quiet_publisher_keeps_healthy_subscriber),
 		TU_TEST(test_eviction_keeps_ended_record),
+		TU_TEST(test_evicted_after_release),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
