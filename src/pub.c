@@ -330,9 +330,9 @@ static __attribute__((noinline, cold)) int claim_slow(struct crs_pub *pub,
 						      size_t len, void **buf)
 {
 	struct pub_ring *r = &pub->ring;
-	if (r->claimed || !r->open)
-		return r->claimed ? -EALREADY
-				  : pub_state_error(pub->epoch.state);
+	if (pubring_claim_open(r) || !r->open)
+		return pubring_claim_open(r) ? -EALREADY
+					     : pub_state_error(pub->epoch.state);
 	if (len > r->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;

@@ -24,7 +24,7 @@ void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
 	r->max_message = max_message;
 	r->replay = replay;
 	r->fences = fences;
-	r->until_tick = PUB_SERVE_EVERY;
+	r->tick_seq = PUB_SERVE_EVERY;
 	r->hold = 1; /* not open yet */
 }
 
@@ -32,7 +32,7 @@ void pubring_set_open(struct pub_ring *r, int open)
 {
 	r->open = open;
 	r->hold = !open || r->replay;
-	r->claimed = 0;
+	r->claim_end = 0;
 }
 
 void pubring_set_notes(struct pub_ring *r, int notes)
@@ -64,7 +64,7 @@ void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 
 void pubring_set_tick(struct pub_ring *r, int commits)
 {
-	r->until_tick = commits;
+	r->tick_seq = r->seq + (uint64_t)commits;
 }
 
 void pubring_pad(struct pub_ring *r, uint64_t pad)

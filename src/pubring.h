@@ -29,7 +29,11 @@
 #include "park.h"
 #include "ring.h"
 
-#define PUB_SERVE_EVERY 16 /* commits between clock checks */
+#define PUB_SERVE_EVERY 16
+
+/* Two 64-bit counters as one value (GCC vector extension; plain code
+ * where the target has no 16-byte registers). */
+typedef uint64_t pubring_v2u64 __attribute__((vector_size(16))); /* commits between clock checks */
 
 /* The subscribers' words commit reads to decide on a wake (wake_due in
  * pubring.c). */
@@ -46,31 +50,41 @@ struct pub_ring {
 	uint64_t ring_size;
 	uint64_t mask;
 	uint64_t pos;	       /* next frame's position */
-	uint64_t seq;	       /* next message's sequence */
+	/* seq and bytes, moved together by every commit with one 16-byte
+	 * store (pubring_commit): one store fewer in the store buffer. */
+	union {
+		struct {
+			uint64_t seq;	/* next message's sequence */
+			uint64_t bytes; /* payload bytes committed */
+		};
+		pubring_v2u64 seq_bytes;
+	};
 	uint64_t credit_limit; /* may publish while seq < credit_limit */
 	uint64_t room_limit;   /* frames must end 8 bytes before this */
-	/* The open claim (at pos): its length + 1, or 0 if none; one word,
-	 * so that commit checks both with one compare. claimed and hold
-	 * are 64-bit words: the claim's test of both must not become one
-	 * 8-byte load of two 4-byte fields, which cannot take the value
-	 * commit just stored to claimed from the store buffer and waits
-	 * for every older store to reach the cache (the ring's lines,
-	 * which the reader may hold). The hot path keeps its stores few
-	 * for the same reason: while a store waits for a line the reader
-	 * took, the ones behind it fill the store buffer. */
-	uint64_t claimed;
+	/* Where the open claim's payload would end + 1: pos + len + 1. A
+	 * claim is open while claim_end > pos (pubring_claim_open); a
+	 * commit of the claimed length moves pos past it (a frame takes
+	 * len + 8 bytes or more), which closes it without a store. The hot path keeps its stores
+	 * few: while a store waits for a ring line the reader took, the
+	 * ones behind it fill the store buffer, and then the publisher
+	 * stalls (a few more stores per message halve the rate at 32 B).
+	 * claim_end and hold are 64-bit words for a like reason: the
+	 * claim's test of both must not become one 8-byte load of two
+	 * 4-byte fields, which cannot take a 4-byte value just stored from
+	 * the store buffer and waits for every older store to reach the
+	 * cache. */
+	uint64_t claim_end;
 	uint64_t hold;	    /* claims take the slow path: not open, or replay */
 	int more;	    /* deferred frames wait for a flush */
 	uint64_t more_pos;  /* the first one: its header is stored last */
 	uint64_t more_word; /* and is this */
 	uint64_t more_seq;  /* seq and bytes before the first one: what */
 	uint64_t more_bytes; /* readers can see until the flush */
-	uint64_t bytes;	     /* payload bytes committed */
 	int notes;  /* commits are noted (pubring_noted): retention marks */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal; /* our copy of data_signal */
-	int until_tick;	 /* commits left before the next tick */
+	uint64_t tick_seq; /* the next tick is due once seq reaches it */
 	int nparked;
 	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
 	struct crs_data_header *hdr;
@@ -95,7 +109,7 @@ void pubring_hold(struct pub_ring *r);
 /* The subscribers whose park words commit reads: n of them, in the
  * order of the control part's active list. Forgets earlier wakes. */
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
-/* Commits until the next tick (pubring_count). */
+/* Messages until the next tick (pubring_count). */
 void pubring_set_tick(struct pub_ring *r, int commits);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
@@ -134,10 +148,16 @@ static inline int pubring_check(const struct pub_ring *r, uint64_t need)
 	return 0;
 }
 
+/* Is a claim open? */
+static inline int pubring_claim_open(const struct pub_ring *r)
+{
+	return r->claim_end > r->pos;
+}
+
 /* Open a claim of len bytes at the current position (checked). */
 static inline void *pubring_take(struct pub_ring *r, size_t len)
 {
-	r->claimed = (uint64_t)len + 1;
+	r->claim_end = r->pos + len + 1;
 	return r->ring + ring_payload_offset(r->mask, r->pos);
 }
 
@@ -149,7 +169,8 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 	uint64_t off = r->pos & r->mask;
 	/* Everything unusual in one test: the cached limits say whether
 	 * demand and room allow it (control_recompute refreshes them). */
-	if (__builtin_expect(r->claimed || r->hold || len > r->max_message ||
+	if (__builtin_expect(pubring_claim_open(r) || r->hold ||
+				     len > r->max_message ||
 				     r->seq >= r->credit_limit ||
 				     ring_end(r->pos, frame) > r->room_limit ||
 				     ring_wraps(off, frame, r->ring_size),
@@ -161,7 +182,7 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 
 static inline void pubring_abort(struct pub_ring *r)
 {
-	r->claimed = 0;
+	r->claim_end = 0;
 }
 
 /* After a commit: the first park word with a flag set (a subscriber
@@ -191,12 +212,13 @@ static inline void pubring_wake_if_parked(struct pub_ring *r)
 		pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
 }
 
-/* Count a commit (or flush): 1 if PUB_SERVE_EVERY of them are done,
- * time for the caller to mirror the figures, serve if due and set the
- * next count (pubring_set_tick): every caller does. */
-static inline int pubring_count(struct pub_ring *r)
+/* After a commit (or flush): 1 if the messages up to the next tick are
+ * out (PUB_SERVE_EVERY of them, pubring_set_tick), time for the caller
+ * to mirror the figures, serve if due and set the next count: every
+ * caller does. A test of seq, so that counting stores nothing. */
+static inline int pubring_count(const struct pub_ring *r)
 {
-	return --r->until_tick == 0;
+	return r->seq >= r->tick_seq;
 }
 
 /* Commit len bytes of the open claim; more: defer its header to the
@@ -206,10 +228,15 @@ static inline int pubring_count(struct pub_ring *r)
  * counts the commit (pubring_count). */
 static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
-	if (__builtin_expect(len >= r->claimed, 0)) /* 0: no claim */
-		return -EINVAL;
 	uint64_t pos = r->pos;
+	/* No claim open (claim_end <= pos), or longer than claimed. */
+	if (__builtin_expect(r->claim_end <= pos || len >= r->claim_end - pos,
+			     0))
+		return -EINVAL;
 	uint64_t next = pos + frame_size(len);
+	/* Shorter than claimed: the frame may end before claim_end. */
+	if (__builtin_expect(next < r->claim_end, 0))
+		r->claim_end = 0;
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the
@@ -225,9 +252,7 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 			    frame_word(pos, (uint32_t)len));
 	}
 	r->pos = next;
-	r->claimed = 0;
-	r->seq++;
-	r->bytes += len;
+	r->seq_bytes += (pubring_v2u64){ 1, len };
 	return 0;
 }
 

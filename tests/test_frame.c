@@ -270,6 +270,7 @@ static void test_claim_api(void **state)
 	assert_int_equal(crs_pub_claim(pub, 1000, &buf), 0);
 	assert_int_equal(crs_pub_commit(pub, 0), 0);
 	sent++;
+	assert_int_equal(crs_pub_commit(pub, 0), -EINVAL); /* closed too */
 	assert_int_equal(crs_pub_offer(pub, NULL, 0), 0);
 	sent++;
 	assert_int_equal(crs_pub_complete(pub), 0);
