@@ -35,6 +35,51 @@ static inline void idle(const struct config *cfg)
 
 /* ---- crs sender and receiver ------------------------------------------- */
 
+/* What the sender's refused claims did. */
+struct claim_wait {
+	uint64_t no_demand, no_room, waits;
+	int64_t stuck_at;
+	uint32_t spin_limit;
+};
+
+/* The claim was refused (err): count why, spin or wait, and claim again
+ * until it succeeds (0, *buf set) or fails otherwise. Out of line, so
+ * that the hot loop keeps its values in registers: every store there
+ * waits behind the ring's in the store buffer. */
+static __attribute__((noinline)) int claim_refused(crs_pub *pub, size_t size,
+						   void **buf, int err,
+						   struct claim_wait *cw)
+{
+	uint32_t spins = 0;
+	do {
+		if (err == -CRS_ENODEMAND)
+			cw->no_demand++;
+		else if (err == -CRS_ENOROOM)
+			cw->no_room++;
+		else
+			return err;
+		if (++spins < cw->spin_limit) {
+			cpu_relax();
+			continue;
+		}
+		spins = 0;
+		cw->waits++;
+		err = crs_pub_wait(pub, size, 100);
+		if (err && err != -ETIMEDOUT)
+			return err;
+		if (err) {
+			int64_t t = now_ns();
+			if (!cw->stuck_at)
+				cw->stuck_at = t;
+			else if (t - cw->stuck_at > STUCK_NS)
+				return -ETIMEDOUT;
+		} else {
+			cw->stuck_at = 0;
+		}
+	} while ((err = crs_pub_claim(pub, size, buf)) != 0);
+	return 0;
+}
+
 static int crs_send(struct xfer *x)
 {
 	const struct tp_scn *sc = x->sc;
@@ -66,8 +111,8 @@ static int crs_send(struct xfer *x)
 	}
 	struct win w;
 	win_init(&w, x->ctl, 0, 0, size);
-	uint64_t nd = 0, nr = 0, waits = 0, seq;
-	int64_t stuck_at = 0;
+	struct claim_wait cw = { .spin_limit = spin_limit };
+	uint64_t seq;
 	for (seq = 0; tx_go(&w, seq); seq++) {
 		if (sc->offer) {
 			fill_msg(copy, size, seq);
@@ -77,40 +122,15 @@ static int crs_send(struct xfer *x)
 			continue;
 		}
 		void *buf;
-		uint32_t spins = 0;
-		while ((err = crs_pub_claim(pub, size, &buf)) != 0) {
-			if (err == -CRS_ENODEMAND)
-				nd++;
-			else if (err == -CRS_ENOROOM)
-				nr++;
-			else
-				goto fail;
-			if (++spins < spin_limit) {
-				cpu_relax();
-				continue;
-			}
-			spins = 0;
-			waits++;
-			err = crs_pub_wait(pub, size, 100);
-			if (err && err != -ETIMEDOUT)
-				goto fail;
-			if (err) {
-				int64_t t = now_ns();
-				if (!stuck_at)
-					stuck_at = t;
-				else if (t - stuck_at > STUCK_NS) {
-					err = -ETIMEDOUT;
-					goto fail;
-				}
-			} else {
-				stuck_at = 0;
-			}
-		}
+		err = crs_pub_claim(pub, size, &buf);
+		if (__builtin_expect(err != 0, 0) &&
+		    (err = claim_refused(pub, size, &buf, err, &cw)) != 0)
+			goto fail;
 		fill_msg(buf, size, seq);
 		if (!sc->batch)
 			err = crs_pub_commit(pub, size);
 		else if ((err = crs_pub_commit_more(pub, size)) == 0 &&
-			 (seq + 1) % BATCH == 0)
+			 seq % BATCH == BATCH - 1)
 			crs_pub_flush(pub);
 		if (err)
 			goto fail;
@@ -118,9 +138,9 @@ static int crs_send(struct xfer *x)
 	crs_pub_flush(pub);
 	free(copy);
 	rep->total = seq;
-	rep->refused_demand = nd;
-	rep->refused_room = nr;
-	rep->waits = waits;
+	rep->refused_demand = cw.no_demand;
+	rep->refused_room = cw.no_room;
+	rep->waits = cw.waits;
 	err = crs_pub_complete(pub);
 	if (!err)
 		err = crs_pub_wait_consumed(pub, 30000);
