@@ -524,7 +524,8 @@ static const struct lat_scn lat_scns[] = {
 	  .is_default = 1 },
 	{ .name = "crs-spin", .mode = "spin",
 	  .desc = "crs claim/commit, crs_sub_poll in a loop (pause between "
-		  "polls), both processes spin",
+		  "polls), both processes spin; the request is released "
+		  "after the reply is committed",
 	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
 	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
 	{ .name = "aeron-spin", .mode = "spin", .needs_aeron = 1,
