@@ -331,8 +331,9 @@ static __attribute__((noinline, cold)) int claim_slow(struct crs_pub *pub,
 {
 	struct pub_ring *r = &pub->ring;
 	if (pubring_claim_open(r) || !r->open)
-		return pubring_claim_open(r) ? -EALREADY
-					     : pub_state_error(pub->epoch.state);
+		return pubring_claim_open(r)
+			       ? -EALREADY
+			       : pub_state_error(pub->epoch.state);
 	if (len > r->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;
@@ -367,8 +368,8 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
  * path ends in tail calls to them, so it needs no stack frame (fewer
  * stores behind the ring's; pubring.h says why that matters). */
 
-/* Every PUB_SERVE_EVERY commits: mirror the figures, and serve if due.
- * Busy publishers look at the clock every PUB_SERVE_EVERY commits; slow
+/* Every PUB_SERVE_EVERY messages: mirror the figures, and serve if due.
+ * Busy publishers look at the clock every PUB_SERVE_EVERY messages; slow
  * ones (a millisecond or more between looks) at every commit, so
  * newcomers never wait for 16 more. */
 static __attribute__((noinline, cold)) int commit_tick(struct crs_pub *pub)
@@ -447,7 +448,7 @@ int crs_pub_flush(crs_pub *pub)
 {
 	int n = pubring_flush(&pub->ring);
 	if (n)
-		commit_count(pub); /* a flush counts as a commit */
+		commit_count(pub); /* its messages count like commits */
 	return n;
 }
 

@@ -62,9 +62,9 @@ void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 	r->nparked = n;
 }
 
-void pubring_set_tick(struct pub_ring *r, int commits)
+void pubring_set_tick(struct pub_ring *r, int messages)
 {
-	r->tick_seq = r->seq + (uint64_t)commits;
+	r->tick_seq = r->seq + (uint64_t)messages;
 }
 
 void pubring_pad(struct pub_ring *r, uint64_t pad)

@@ -29,13 +29,13 @@
 #include "park.h"
 #include "ring.h"
 
-#define PUB_SERVE_EVERY 16
+#define PUB_SERVE_EVERY 16 /* messages between clock checks */
 
 /* Two 64-bit counters as one value (GCC vector extension; plain code
  * where the target has no 16-byte registers). Aligned as a uint64_t:
  * the handle needs no 16-byte alignment, and unaligned 16-byte stores
  * cost the same as aligned ones where they exist. */
-typedef uint64_t pubring_v2u64 __attribute__((vector_size(16), aligned(8))); /* commits between clock checks */
+typedef uint64_t pubring_v2u64 __attribute__((vector_size(16), aligned(8)));
 
 /* The subscribers' words commit reads to decide on a wake (wake_due in
  * pubring.c). */
@@ -51,7 +51,7 @@ struct pub_ring {
 	uint8_t *ring;
 	uint64_t ring_size;
 	uint64_t mask;
-	uint64_t pos;	       /* next frame's position */
+	uint64_t pos; /* next frame's position */
 	/* seq and bytes, moved together by every commit with one 16-byte
 	 * store (pubring_commit): one store fewer in the store buffer. */
 	union {
@@ -66,15 +66,15 @@ struct pub_ring {
 	/* Where the open claim's payload would end + 1: pos + len + 1. A
 	 * claim is open while claim_end > pos (pubring_claim_open); a
 	 * commit of the claimed length moves pos past it (a frame takes
-	 * len + 8 bytes or more), which closes it without a store. The hot path keeps its stores
-	 * few: while a store waits for a ring line the reader took, the
-	 * ones behind it fill the store buffer, and then the publisher
-	 * stalls (a few more stores per message halve the rate at 32 B).
-	 * claim_end and hold are 64-bit words for a like reason: the
-	 * claim's test of both must not become one 8-byte load of two
-	 * 4-byte fields, which cannot take a 4-byte value just stored from
-	 * the store buffer and waits for every older store to reach the
-	 * cache. */
+	 * len + 8 bytes or more), which closes it without a store.
+	 * The hot path keeps its stores few: while a store waits for a
+	 * ring line the reader took, the ones behind it fill the store
+	 * buffer, and then the publisher stalls (a few more stores per
+	 * message halve the rate at 32 B). claim_end and hold are 64-bit
+	 * words for a like reason: the claim's test of both must not
+	 * become one 8-byte load of two 4-byte fields, which cannot take a
+	 * 4-byte value just stored from the store buffer and waits for
+	 * every older store to reach the cache. */
 	uint64_t claim_end;
 	uint64_t hold;	    /* claims take the slow path: not open, or replay */
 	int more;	    /* deferred frames wait for a flush */
@@ -85,7 +85,7 @@ struct pub_ring {
 	int notes;  /* commits are noted (pubring_noted): retention marks */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
-	uint32_t signal; /* our copy of data_signal */
+	uint32_t signal;   /* our copy of data_signal */
 	uint64_t tick_seq; /* the next tick is due once seq reaches it */
 	int nparked;
 	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
@@ -112,7 +112,7 @@ void pubring_hold(struct pub_ring *r);
  * order of the control part's active list. Forgets earlier wakes. */
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
 /* Messages until the next tick (pubring_count). */
-void pubring_set_tick(struct pub_ring *r, int commits);
+void pubring_set_tick(struct pub_ring *r, int messages);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
 /* pubring_wake_if_parked's slow path, from park word i on (w: its

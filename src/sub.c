@@ -324,8 +324,7 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
  * (-CRS_EGAP: a new publisher to report). */
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(!sub->cold && sub->received < sub->requested,
-			     1)) {
+	if (__builtin_expect(!sub->cold && sub->received < sub->requested, 1)) {
 		/* The release looked; an eviction since ends us at once
 		 * (one load of a line of ours the publisher writes once). */
 		if (__builtin_expect(sub->ready != 0 &&
@@ -396,14 +395,13 @@ static inline __attribute__((always_inline)) void sub_release(
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
 	 * no frame we may read follows), and at the first release after
 	 * the publisher asked (pub_want_progress). */
-	if (__builtin_expect(!next || sub->received >= sub->publish_due ||
-				     pos - sub->published_pos >=
-					     sub->publish_step ||
-				     shm_load_relaxed(
-					     &sub->hdr->signal
-						      .progress_wanted) !=
-					     sub->wanted_seen,
-			     0))
+	if (__builtin_expect(
+		    !next || sub->received >= sub->publish_due ||
+			    pos - sub->published_pos >= sub->publish_step ||
+			    shm_load_relaxed(
+				    &sub->hdr->signal.progress_wanted) !=
+				    sub->wanted_seen,
+		    0))
 		release_publish(sub);
 }
 

@@ -27,7 +27,7 @@ struct crs_sub {
 	uint64_t requested; /* total, saturating */
 	uint64_t received;
 	uint32_t prefetch;
-	uint64_t replenish; /* request again after this many (prefetch) */
+	uint64_t replenish;	/* request again after this many (prefetch) */
 	uint64_t since_request; /* received since the last request, as of */
 	uint64_t counted;	/* received == counted (sub_count_released) */
 	uint64_t published_pos; /* consumed position last stored */
@@ -41,9 +41,9 @@ struct crs_sub {
 	 * while nothing is held: the next poll or take hands it out
 	 * without loading its header again. */
 	uint64_t ready;
-	uint32_t quiet_polls;	/* empty polls left before sub_idle looks at
-				   the clock (liveness) again */
-	uint32_t wanted_seen;	/* progress_wanted at the last publish */
+	uint32_t quiet_polls; /* empty polls left before sub_idle looks at
+				 the clock (liveness) again */
+	uint32_t wanted_seen; /* progress_wanted at the last publish */
 	struct crs_ctl *ctl;
 	const struct crs_data_header *hdr;
 	int cold; /* sub_next takes the slow path: ended, opening, or a new
