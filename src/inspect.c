@@ -65,7 +65,7 @@ static uint64_t sat_sub(uint64_t a, uint64_t b)
 }
 
 /* Frames past the mirrored position we look at, at most: the publisher
- * mirrors every 16 commits, so more than that only arrive while we walk. */
+ * mirrors every 16 messages, so more than that only arrive while we walk. */
 #define WALK_MAX 64
 
 /* Ring position, messages and bytes published. The publisher mirrors

@@ -136,7 +136,7 @@ enum crs_stats_state {
  * alone (relaxed stores; readers tolerate a slightly stale snapshot). */
 struct crs_pub_stats {
 	/* The next three are figures, mirrored from the publisher's handle
-	 * every 16 commits, at each flush and serve: readers go by frame
+	 * every 16 messages, at each flush and serve: readers go by frame
 	 * headers, never by these. */
 	_Atomic uint64_t position;  /* ring position after the last commit */
 	_Atomic uint64_t published; /* messages committed */
