@@ -165,25 +165,29 @@ static int ended_reader(void *arg, int chan)
 	return 0;
 }
 
-static void test_eviction_keeps_ended_record(void **state)
+/* The publisher's side of the eviction tests: 3 messages for reader
+ * (then an error if end, whose record the reader must keep), the
+ * reader idle until untethered_ms evicts it, then its verdict. */
+static void run_evicted(const char *tag, uint32_t untethered_ms,
+			int (*reader)(void *, int), int end)
 {
-	(void)state;
 	char name[64];
-	tu_name(name, sizeof(name), "ended");
+	tu_name(name, sizeof(name), tag);
 	struct crs_pub_opts o;
 	crs_pub_opts_init(&o);
-	o.untethered_ms = 500;
+	o.untethered_ms = untethered_ms;
 	crs_pub *pub;
 	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
 	int chan;
-	pid_t pid = tu_spawn(ended_reader, name, &chan, 60);
+	pid_t pid = tu_spawn(reader, name, &chan, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
 	for (uint64_t seq = 0; seq < 3; seq++)
 		assert_int_equal(tu_pub_send(pub, seq, 64, 10000), 0);
-	assert_int_equal(crs_pub_error(pub, 42, "boom"), 0);
-	/* Nothing is evicted while we do not serve: the snapshot is taken
-	 * before the eviction. */
+	if (end)
+		assert_int_equal(crs_pub_error(pub, 42, "boom"), 0);
+	/* Nothing is evicted while we do not serve: the reader does its
+	 * part (a read, a release, a snapshot) before the eviction. */
 	assert_int_equal(tu_send(chan, 2, 0), 0);
 	assert_int_equal(tu_expect(chan, 3, NULL, 30000), 0);
 	assert_int_equal(tu_pub_await_count(pub, 0, 30000), 0);
@@ -191,6 +195,12 @@ static void test_eviction_keeps_ended_record(void **state)
 	assert_int_equal(tu_serve_wait_child(pub, pid, 30000), 0);
 	close(chan);
 	crs_pub_close(pub);
+}
+
+static void test_eviction_keeps_ended_record(void **state)
+{
+	(void)state;
+	run_evicted("ended", 500, ended_reader, 1);
 }
 
 /* A subscriber that released a message while the next one was already
@@ -219,26 +229,7 @@ static int released_reader(void *arg, int chan)
 static void test_evicted_after_release(void **state)
 {
 	(void)state;
-	char name[64];
-	tu_name(name, sizeof(name), "evrel");
-	struct crs_pub_opts o;
-	crs_pub_opts_init(&o);
-	o.untethered_ms = 300;
-	crs_pub *pub;
-	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
-	int chan;
-	pid_t pid = tu_spawn(released_reader, name, &chan, 60);
-	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
-	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
-	for (uint64_t seq = 0; seq < 3; seq++)
-		assert_int_equal(tu_pub_send(pub, seq, 64, 10000), 0);
-	assert_int_equal(tu_send(chan, 2, 0), 0);
-	assert_int_equal(tu_expect(chan, 3, NULL, 30000), 0);
-	assert_int_equal(tu_pub_await_count(pub, 0, 30000), 0);
-	assert_int_equal(tu_send(chan, 4, 0), 0);
-	assert_int_equal(tu_serve_wait_child(pub, pid, 30000), 0);
-	close(chan);
-	crs_pub_close(pub);
+	run_evicted("evrel", 300, released_reader, 0);
 }
 
 int main(void)
