@@ -330,10 +330,10 @@ static __attribute__((noinline, cold)) int claim_slow(struct crs_pub *pub,
 						      size_t len, void **buf)
 {
 	struct pub_ring *r = &pub->ring;
-	if (pubring_claim_open(r) || !r->open)
-		return pubring_claim_open(r)
-			       ? -EALREADY
-			       : pub_state_error(pub->epoch.state);
+	if (pubring_claim_open(r))
+		return -EALREADY;
+	if (!r->open)
+		return pub_state_error(pub->epoch.state);
 	if (len > r->max_message)
 		return -EMSGSIZE;
 	uint64_t pad;

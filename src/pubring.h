@@ -70,8 +70,8 @@ struct pub_ring {
 	 * The hot path keeps its stores few: while a store waits for a
 	 * ring line the reader took, the ones behind it fill the store
 	 * buffer, and then the publisher stalls (a few more stores per
-	 * message halve the rate at 32 B). claim_end and hold are 64-bit
-	 * words for a like reason: the claim's test of both must not
+	 * message halve the rate at 32 B). hold is a 64-bit word beside
+	 * it for a like reason: the claim's test of the two must not
 	 * become one 8-byte load of two 4-byte fields, which cannot take a
 	 * 4-byte value just stored from the store buffer and waits for
 	 * every older store to reach the cache. */
@@ -231,8 +231,9 @@ static inline int pubring_count(const struct pub_ring *r)
 static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
 	uint64_t pos = r->pos;
-	/* No claim open (claim_end <= pos), or longer than claimed. */
-	if (__builtin_expect(r->claim_end <= pos || len >= r->claim_end - pos,
+	/* No claim open, or longer than claimed. */
+	if (__builtin_expect(!pubring_claim_open(r) ||
+				     len >= r->claim_end - pos,
 			     0))
 		return -EINVAL;
 	uint64_t next = pos + frame_size(len);

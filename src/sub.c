@@ -171,6 +171,14 @@ static int frame_committed(const struct crs_sub *sub)
  * and no terminal record of ours is out; 0 for anything else (nothing
  * yet, padding, a record to look at, a corrupt header), which
  * sub_next_slow() sorts out with ring_check(). */
+/* No terminal record of ours is out (relaxed: after an acquire that
+ * showed a frame, a record written before it is visible). One load of a
+ * line of ours that the publisher writes once. */
+static inline int sub_no_record(const struct crs_sub *sub)
+{
+	return shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE;
+}
+
 static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 			   uint64_t *len)
 {
@@ -179,11 +187,8 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 		return 0;
 	/* After that acquire: a terminal record the publisher wrote before
 	 * this frame (an epoch ended here, the next one's frames follow;
-	 * or we were evicted) is visible now. One load of a line of ours
-	 * that the publisher writes once. */
-	if (__builtin_expect(shm_load_relaxed(&sub->ctl->term.state) !=
-				     CRS_TERM_NONE,
-			     0))
+	 * or we were evicted) is visible now. */
+	if (__builtin_expect(!sub_no_record(sub), 0))
 		return 0;
 	if (__builtin_expect(!ring_message_fits(&sub->ring, word, pos), 0))
 		return 0;
@@ -275,8 +280,7 @@ static inline int sub_quiet(struct crs_sub *sub)
 {
 	return !sub->cold && sub->received < sub->requested &&
 	       !ring_committed(ring_peek(&sub->ring, sub->pos), sub->pos) &&
-	       sub->pos == sub->published_pos &&
-	       shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE &&
+	       sub->pos == sub->published_pos && sub_no_record(sub) &&
 	       !sub->pub_dead && sub->quiet_polls && --sub->quiet_polls;
 }
 
@@ -325,12 +329,8 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
 	if (__builtin_expect(!sub->cold && sub->received < sub->requested, 1)) {
-		/* The release looked; an eviction since ends us at once
-		 * (one load of a line of ours the publisher writes once). */
-		if (__builtin_expect(sub->ready != 0 &&
-					     shm_load_relaxed(
-						     &sub->ctl->term.state) ==
-						     CRS_TERM_NONE,
+		/* The release looked; an eviction since ends us at once. */
+		if (__builtin_expect(sub->ready != 0 && sub_no_record(sub),
 				     1)) {
 			*len = sub->ready - 1;
 			return 1;
@@ -811,9 +811,10 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	} else {
 		sub->cold = 0;
 	}
-	sub_plan_publish(sub);
 	if (sub->requested)
-		sub_publish(sub);
+		sub_publish(sub); /* plans the next one too */
+	else
+		sub_plan_publish(sub);
 }
 
 /* One step of the open under way: 0 (not yet), 1 (attached) or

@@ -27,9 +27,12 @@ struct crs_sub {
 	uint64_t requested; /* total, saturating */
 	uint64_t received;
 	uint32_t prefetch;
-	uint64_t replenish;	/* request again after this many (prefetch) */
-	uint64_t since_request; /* received since the last request, as of */
-	uint64_t counted;	/* received == counted (sub_count_released) */
+	uint64_t replenish; /* request again after this many (prefetch) */
+	/* Messages received since the last request, as far as received
+	 * had come when sub_count_released last ran (counted holds that
+	 * value: releases count in received alone). */
+	uint64_t since_request;
+	uint64_t counted;
 	uint64_t published_pos; /* consumed position last stored */
 	uint64_t publish_step;
 	/* A release publishes once received reaches publish_due
