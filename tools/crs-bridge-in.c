@@ -11,6 +11,9 @@
  * file, so that a restarted bridge starts right after the last message it
  * committed, in order, instead of waiting for redeliveries that would
  * come out of order and repeat what its subscribers already read.
+ *
+ * After a reconnect, and whenever JetStream stops counting its acks, it
+ * starts the consumer again from that position: see consumer_restart().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +33,8 @@
 #define PULL_EXPIRES_MS 1000
 #define ACK_EVERY 128 /* messages per ack (AckAll), or ACK_DELAY_MS */
 #define ACK_DELAY_MS 10
+#define SETUP_RETRY_MS 200  /* between attempts to (re)create the consumer */
+#define CHECK_EVERY_MS 2000 /* at most one stall check per this */
 #define STATE_MAGIC 0x3174617473627263ULL /* "crbstat1" */
 
 /* Where the bridge stands, in a file mapping that outlives a kill -9.
@@ -48,7 +53,7 @@ struct state_file {
 
 struct pull {
 	uint64_t id;
-	uint64_t left;
+	uint64_t batch, left;
 	int64_t deadline_ns;
 };
 
@@ -76,6 +81,10 @@ struct in {
 	int64_t ack_due_ns; /* when the oldest unacked one was handled */
 
 	uint64_t reconnects_seen;
+	int need_setup; /* the consumer must be created again */
+	int64_t setup_since_ns, setup_at_ns;
+	int starved;	     /* a pull ended without a message */
+	int64_t check_at_ns; /* the next stall check, at the earliest */
 	int64_t heard_ns;
 	int64_t status_at_ns;
 	int ended, done, fatal;
@@ -242,6 +251,11 @@ static int consumer_setup(struct in *b)
 			o->durable, natsStatus_GetText(s), (int)jerr);
 		return -1;
 	}
+	if (!b->have_last) { /* where it starts, should we create it again */
+		b->sseq = ci->Delivered.Stream;
+		b->have_last = 1;
+		b->sid = 0;
+	}
 	jsConsumerInfo_Destroy(ci);
 	snprintf(b->api_next, sizeof(b->api_next),
 		 "$JS.API.CONSUMER.MSG.NEXT.%s.%s", o->js_stream, o->durable);
@@ -269,7 +283,8 @@ static void pull_remove(struct in *b, int i)
 /* Ask for what the local demand allows beyond what is on its way. */
 static void fetch(struct in *b)
 {
-	if (b->ended || b->npulls == MAX_PULLS || !atomic_load(&b->n.connected))
+	if (b->ended || b->need_setup || b->npulls == MAX_PULLS ||
+	    !atomic_load(&b->n.connected))
 		return;
 	uint64_t demand = crs_pub_demand(b->pub);
 	uint64_t cap = demand < b->o->window ? demand : b->o->window;
@@ -282,7 +297,7 @@ static void fetch(struct in *b)
 	char reply[96], req[96];
 	struct pull *p = &b->pulls[b->npulls];
 	p->id = ++b->next_pull;
-	p->left = want;
+	p->batch = p->left = want;
 	p->deadline_ns = bridge_now_ns() + (PULL_EXPIRES_MS + 1000) * 1000000LL;
 	snprintf(reply, sizeof(reply), "%s.%" PRIu64, b->n.inbox, p->id);
 	snprintf(req, sizeof(req), "{\"batch\":%" PRIu64 ",\"expires\":%lld}",
@@ -314,6 +329,15 @@ static void q_push(struct in *b, natsMsg *m)
 		b->q_cap = cap;
 	}
 	b->q[(b->q_head + b->q_len++) % b->q_cap] = m;
+}
+
+/* Drop what was fetched and not committed (unacked: it comes again). */
+static void q_clear(struct in *b)
+{
+	for (; b->q_len; b->q_len--) {
+		natsMsg_Destroy(b->q[b->q_head]);
+		b->q_head = (b->q_head + 1) % b->q_cap;
+	}
 }
 
 /* Token k from the end of a $JS.ACK reply subject (0: the last). */
@@ -350,11 +374,18 @@ static void on_inbox(struct in *b, natsMsg *m)
 		/* 100: a heartbeat; 404/408/409 (or no JetStream): the
 		 * pull is over. */
 		if (!status || strcmp(status, "100")) {
-			if (i < b->npulls)
+			if (i < b->npulls) {
+				if (b->pulls[i].left == b->pulls[i].batch)
+					b->starved = 1;
 				pull_remove(b, i);
+			}
 			if (!status || status[0] == '5')
 				b->fig.errors++;
 		}
+		natsMsg_Destroy(m);
+		return;
+	}
+	if (b->need_setup) { /* from the consumer we are replacing */
 		natsMsg_Destroy(m);
 		return;
 	}
@@ -471,7 +502,9 @@ static void commit_queue(struct in *b)
 static void flush_ack(struct in *b, int now_anyway)
 {
 	uint64_t due = b->handled - b->acked_upto;
-	if (!due || (!now_anyway && due < ACK_EVERY &&
+	/* Not while disconnected: libnats would keep the ack and send it to
+	 * whichever server comes back, which may know nothing of it. */
+	if (!due || !atomic_load(&b->n.connected) || (!now_anyway && due < ACK_EVERY &&
 		     bridge_now_ns() - b->ack_due_ns < ACK_DELAY_MS * 1000000LL))
 		return;
 	if (natsConnection_PublishString(b->n.nc, b->ack_to, "+ACK") == NATS_OK) {
@@ -480,6 +513,75 @@ static void flush_ack(struct in *b, int now_anyway)
 	} else {
 		b->fig.errors++;
 	}
+}
+
+/* ---- starting the consumer again ---------------------------------------- */
+
+/* Drop what the consumer sent and have it created again right after the
+ * last message we committed, as a restarted bridge would. After a
+ * reconnect this is needed: the server may have restarted and forgotten
+ * deliveries, and one ack for such a delivery (libnats sends on what was
+ * published while it reconnected) moves its AckAll floor past every
+ * delivery to come; it then ignores our acks and, at MaxAckPending,
+ * delivers nothing more. The dropped messages come again from the new
+ * consumer, which starts before them, so their ack is not needed. */
+static void consumer_restart(struct in *b)
+{
+	q_clear(b);
+	b->npulls = 0;
+	b->acked_upto = b->handled;
+	b->need_setup = 1;
+	b->setup_since_ns = b->setup_at_ns = bridge_now_ns();
+}
+
+static void consumer_retry(struct in *b)
+{
+	int64_t now = bridge_now_ns();
+	if (!atomic_load(&b->n.connected) || now < b->setup_at_ns)
+		return;
+	if (consumer_setup(b)) { /* JetStream not back yet */
+		b->setup_at_ns = now + SETUP_RETRY_MS * 1000000LL;
+		return;
+	}
+	b->need_setup = 0;
+	b->fig.resyncs++;
+}
+
+/* JetStream holds deliveries back while MaxAckPending of them wait for
+ * an ack. If it does so while we hold nothing unacknowledged, it is not
+ * counting our acks (an ack it should not have taken, as above, or one
+ * from someone else); a consumer deleted under us starves us the same
+ * way. Asked only after a pull that ended with nothing. */
+static void consumer_check(struct in *b)
+{
+	const struct bridge_opts *o = b->o;
+	int64_t now = bridge_now_ns();
+	b->starved = 0;
+	if (b->need_setup || b->q_len || b->handled != b->acked_upto ||
+	    now < b->check_at_ns)
+		return;
+	b->check_at_ns = now + CHECK_EVERY_MS * 1000000LL;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	if (js_GetConsumerInfo(&ci, b->n.js, o->js_stream, o->durable, NULL,
+			       &jerr) == NATS_OK) {
+		int64_t unacked = ci->NumAckPending;
+		int64_t max = ci->Config ? ci->Config->MaxAckPending : 0;
+		jsConsumerInfo_Destroy(ci);
+		if (max <= 0 || unacked < max)
+			return;
+		fprintf(stderr,
+			"crs-bridge in: consumer %s counts %lld messages "
+			"unacknowledged, all of them acknowledged: ",
+			o->durable, (long long)unacked);
+	} else if (jerr == JSConsumerNotFoundErr) {
+		fprintf(stderr, "crs-bridge in: consumer %s is gone: ", o->durable);
+	} else {
+		return; /* JetStream busy or away: the outage limit decides */
+	}
+	fprintf(stderr, "creating it again after stream sequence %" PRIu64 "\n",
+		b->sseq);
+	consumer_restart(b);
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -508,14 +610,20 @@ static void pump(struct in *b)
 	uint64_t rc = atomic_load(&b->n.reconnects);
 	if (rc != b->reconnects_seen) { /* pulls of the old link are gone */
 		b->reconnects_seen = rc;
-		b->npulls = 0;
+		consumer_restart(b);
 	}
+	if (b->starved)
+		consumer_check(b);
+	if (b->need_setup)
+		consumer_retry(b);
 	for (int i = 0; i < b->npulls; i++)
 		if (now > b->pulls[i].deadline_ns)
 			pull_remove(b, i--);
 	fetch(b);
 
 	int64_t down = bridge_nats_down_ms(&b->n);
+	if (b->need_setup && (now - b->setup_since_ns) / 1000000 > down)
+		down = (now - b->setup_since_ns) / 1000000;
 	int64_t silent = b->npulls ? (now - b->heard_ns) / 1000000 - PULL_EXPIRES_MS
 				   : 0;
 	if (!b->ended && (down > b->o->outage_ms || silent > b->o->outage_ms)) {
@@ -608,8 +716,7 @@ out:
 		close(b->timer_fd);
 	if (b->pub)
 		crs_pub_close(b->pub);
-	for (size_t i = 0; i < b->q_len; i++)
-		natsMsg_Destroy(b->q[(b->q_head + i) % b->q_cap]);
+	q_clear(b);
 	free(b->q);
 	if (b->nats_open)
 		bridge_nats_close(&b->n);

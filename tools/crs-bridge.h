@@ -74,7 +74,8 @@ struct bridge_figures {
 	uint64_t rejected;   /* in: garbage or oversized messages */
 	uint64_t gaps;	     /* messages missing between two that arrived */
 	uint64_t redeliveries; /* in: delivered more than once */
-	uint64_t resyncs;    /* out: times it asked JetStream where it is */
+	uint64_t resyncs;    /* out: times it asked JetStream where it is;
+				in: times it created its consumer again */
 	uint64_t errors;     /* negative acks, failed publishes/requests */
 	uint64_t lag;	     /* out: unread in crs; in: pending in JetStream */
 	int connected;

@@ -11,7 +11,9 @@
  * a late far subscriber with --deliver last 100; errors with and without
  * a message crossing; kill -9 of each bridge and restart; the server
  * killed for 2 s and restarted (file storage), and the outage limit;
- * garbage and oversized messages on the subject, rejected and counted.
+ * JetStream ignoring bridge in's acks (an ack forged as a server restart
+ * can produce it), which it must notice and recover from; garbage and
+ * oversized messages on the subject, rejected and counted.
  *
  * Each test starts its own server (natsd.c) and stops it. Skipped (77)
  * when nats-server is not installed. Under AddressSanitizer the long
@@ -640,9 +642,11 @@ static void test_server_restart(void **state)
 	crs_sub_close(sub);
 	assert_int_equal(bridge_wait(&out, 30000), 0);
 	assert_int_equal(bridge_wait(&in, 30000), 0);
-	fprintf(stderr, "server restart: out resynced %lld times, in skipped "
-			"%lld\n",
-		figure(&out, "resyncs"), figure(&in, "skipped"));
+	fprintf(stderr, "server restart: out resynced %lld times, in created "
+			"its consumer again %lld times and skipped %lld\n",
+		figure(&out, "resyncs"), figure(&in, "resyncs"),
+		figure(&in, "skipped"));
+	assert_true(figure(&in, "resyncs") >= 1); /* after the reconnect */
 	/* JetStream holds each message once: nothing was stored twice. */
 	js_connect();
 	jsStreamInfo *si = NULL;
@@ -652,6 +656,76 @@ static void test_server_restart(void **state)
 		(unsigned long long)si->State.LastSeq);
 	assert_int_equal(si->State.Msgs, n + 1);
 	jsStreamInfo_Destroy(si);
+	origin_finish(pid, chan);
+}
+
+/* Ack everything the consumer has delivered under a delivery sequence
+ * beyond any to come, as libnats can after a server restart (it resends
+ * an ack published while it reconnected, for a delivery the restarted
+ * server has forgotten). 1 if JetStream took it: its AckAll floor then
+ * ignores every later ack of the bridge. */
+#define FORGED_DSEQ (1ULL << 40)
+static int forge_ack(const char *stream, const char *durable)
+{
+	jsConsumerInfo *ci = NULL;
+	assert_int_equal(js_GetConsumerInfo(&ci, js, stream, durable, NULL, NULL),
+			 NATS_OK);
+	uint64_t sseq = ci->Delivered.Stream, floor = ci->AckFloor.Stream;
+	jsConsumerInfo_Destroy(ci);
+	if (sseq <= floor) /* all acked: AckAll would ignore it */
+		return 0;
+	char subj[256];
+	snprintf(subj, sizeof(subj), "$JS.ACK.%s.%s.1.%llu.%llu.0.0", stream,
+		 durable, (unsigned long long)sseq,
+		 (unsigned long long)FORGED_DSEQ);
+	assert_int_equal(natsConnection_PublishString(nc, subj, "+ACK"), NATS_OK);
+	assert_int_equal(natsConnection_Flush(nc), NATS_OK);
+	assert_int_equal(js_GetConsumerInfo(&ci, js, stream, durable, NULL, NULL),
+			 NATS_OK);
+	int took = ci->AckFloor.Consumer >= FORGED_DSEQ;
+	jsConsumerInfo_Destroy(ci);
+	return took;
+}
+
+/* JetStream stops counting the bridge's acks mid-stream: once it holds
+ * MaxAckPending deliveries back, bridge in must notice and create its
+ * consumer again from its own position; nothing lost, nothing twice. */
+static void test_acks_ignored(void **state)
+{
+	(void)state;
+	uint64_t n = SANITIZED ? 20000 : 50000;
+	struct origin o = { .n = n };
+	tu_name(o.name, sizeof(o.name), "ign");
+	int chan;
+	pid_t pid = origin_start(&o, &chan);
+	struct bridge out, in;
+	bridge_args(&out, "ign-out", "out", o.name, "--nats", srv.url,
+		    "--subject", "ign", "--memory", "--json", NULL);
+	bridge_args(&in, "ign-in", "in", "--nats", srv.url, "--subject", "ign",
+		    "--durable", "a", "--memory", "--json", "far-ign", NULL);
+	bridge_run(&out);
+	bridge_run(&in);
+	crs_sub *sub = far_open("far-ign", 256);
+	uint64_t next = 0;
+	far_read(sub, &next, 1000);
+	js_connect();
+	/* Between reads, while deliveries wait for their ack. */
+	int forged = 0;
+	while (!forged && next < n / 2) {
+		far_read(sub, &next, next + 50);
+		forged = forge_ack("CRS_ign", "a");
+	}
+	assert_true(forged);
+	uint64_t forged_at = next;
+	far_read(sub, &next, n);
+	far_end(sub, 0, NULL);
+	crs_sub_close(sub);
+	assert_int_equal(bridge_wait(&out, 30000), 0);
+	assert_int_equal(bridge_wait(&in, 30000), 0);
+	fprintf(stderr, "acks ignored at seq %llu: in created its consumer "
+			"again %lld times\n",
+		(unsigned long long)forged_at, figure(&in, "resyncs"));
+	assert_true(figure(&in, "resyncs") >= 1);
 	origin_finish(pid, chan);
 }
 
@@ -792,6 +866,7 @@ int main(int argc, char **argv)
 		BRIDGE_TEST(test_error_crosses),
 		BRIDGE_TEST(test_kill_bridges),
 		BRIDGE_TEST(test_server_restart),
+		BRIDGE_TEST(test_acks_ignored),
 		BRIDGE_TEST(test_outage_limit),
 		BRIDGE_TEST(test_garbage),
 	};
