@@ -558,6 +558,10 @@ int control_serve(struct pub_control *c)
 	if (n < 0)
 		return n;
 	int64_t now = ipc_now_ns();
+	/* Figures first: an inspector answered below reads them at once, and
+	 * nothing may have mirrored them since the last commits. */
+	if (n > 0)
+		mirror_stats(c, now);
 	for (int k = 0; k < n; k++) {
 		uint64_t tag = ev[k].data;
 		if (tag == PUB_EV_LISTEN) {
