@@ -137,7 +137,8 @@ enum crs_stats_state {
 struct crs_pub_stats {
 	/* The next three are figures, mirrored from the publisher's handle
 	 * every 16 messages, at each flush and serve: readers go by frame
-	 * headers, never by these. */
+	 * headers, never by these (a streaming reader paces itself by
+	 * position, a bounded wait: sub_keep_distance). */
 	_Atomic uint64_t position;  /* ring position after the last commit */
 	_Atomic uint64_t published; /* messages committed */
 	_Atomic uint64_t bytes;	    /* payload bytes committed */
@@ -232,9 +233,11 @@ struct crs_ctl {
 	_Atomic uint64_t parked;
 	uint8_t pad5[CRS_CACHELINE - 8];
 
-	/* Line 6: subscriber-side counters. */
+	/* Line 6: subscriber-side counters. paced: times it waited for
+	 * the writer to get ahead (sub_keep_distance). */
 	_Atomic uint64_t wakeups;
-	uint8_t pad6[CRS_CACHELINE - 8];
+	_Atomic uint64_t paced;
+	uint8_t pad6[CRS_CACHELINE - 16];
 
 	/* Lines 7-9: why the publisher cut this subscriber off, written
 	 * once, before term.state becomes EVICTED (release). The rest of

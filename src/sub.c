@@ -288,6 +288,7 @@ static inline int sub_quiet(struct crs_sub *sub)
 static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 							 uint64_t *len)
 {
+	sub->nones++;
 	if (sub_quiet(sub))
 		return 0;
 	if (sub->cold)
@@ -353,9 +354,53 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 	msg->stream_id = id;
 }
 
+/* A reader that streams right behind the writer slows both down: it
+ * pulls each line just after the writer stored it, and its prefetches
+ * take lines the writer is about to store. At 32 B the slow rounds are
+ * those where the reader ran within 64 messages of the writer, the fast
+ * ones those where it kept its distance (bench/results/2026-12-01/
+ * ab-stores.txt, item 9; docs/PROTOCOL.md). So a streaming reader
+ * (release_publish says when), with more behind the message it released,
+ * looks
+ * at the publisher's mirrored position when it publishes its own; if
+ * the writer is less than near ahead, it waits until it is far ahead,
+ * until the writer stops moving (it waits for demand or room, or has
+ * nothing to send), or for SLIP_LOOKS looks at most. The position is a
+ * figure from shared memory, untrusted: whatever it says, the wait is
+ * that short. A reader that catches up, as every ping-pong does, never
+ * waits. */
+#define SLIP_WINDOW 256
+#define SLIP_NEAR (16u << 10)
+#define SLIP_FAR (64u << 10)
+#define SLIP_LOOKS 32
+#define SLIP_PAUSES 32 /* between looks */
+
+static void sub_keep_distance(struct crs_sub *sub)
+{
+	int64_t far = (int64_t)(SLIP_FAR < sub->ring.size / 4
+					? SLIP_FAR
+					: sub->ring.size / 4);
+	int64_t near = SLIP_NEAR < far / 4 ? SLIP_NEAR : far / 4;
+	const _Atomic uint64_t *mirrored = &sub->hdr->stats.position;
+	/* Signed: mirrored every 16 messages, it may trail our position. */
+	uint64_t at = shm_load_relaxed(mirrored);
+	if ((int64_t)(at - sub->pos) >= near)
+		return;
+	shm_inc(&sub->ctl->paced);
+	for (int look = 0; look < SLIP_LOOKS; look++) {
+		for (int i = 0; i < SLIP_PAUSES; i++)
+			spin_relax();
+		uint64_t now = shm_load_relaxed(mirrored);
+		if (now == at || (int64_t)(now - sub->pos) >= far)
+			return;
+		at = now;
+	}
+}
+
 /* crs_sub_release's slow path: replenish a prefetch if due, and publish
- * consumed position and demand. */
-static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
+ * consumed position and demand; more: a message follows. */
+static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub,
+							    int more)
 {
 	/* Not sleeping for a while: let the publisher's commits go
 	 * unfenced again (park.h; the next sleep asks anew). */
@@ -370,6 +415,16 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub)
 		sub->since_request = 0;
 	}
 	sub_publish(sub);
+	/* Streaming: over the last SLIP_WINDOW messages or more, sub_next
+	 * found one at once nearly every time (a ping-pong finds none after
+	 * each). */
+	uint64_t msgs = sub->received - sub->window_received;
+	if (msgs >= SLIP_WINDOW) {
+		if (more && (sub->nones - sub->window_nones) * 16 < msgs)
+			sub_keep_distance(sub);
+		sub->window_received = sub->received;
+		sub->window_nones = sub->nones;
+	}
 }
 
 /* Inlined into every caller: gcc's size estimate of the ring.h helpers
@@ -402,7 +457,7 @@ static inline __attribute__((always_inline)) void sub_release(
 				    &sub->hdr->signal.progress_wanted) !=
 				    sub->wanted_seen,
 		    0))
-		release_publish(sub);
+		release_publish(sub, next);
 }
 
 void crs_sub_release(crs_sub *sub)

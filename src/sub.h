@@ -44,6 +44,9 @@ struct crs_sub {
 	 * while nothing is held: the next poll or take hands it out
 	 * without loading its header again. */
 	uint64_t ready;
+	/* sub_keep_distance: times sub_next found no message at once, and
+	 * received and that count where its window began. */
+	uint64_t nones, window_received, window_nones;
 	uint32_t quiet_polls; /* empty polls left before sub_idle looks at
 				 the clock (liveness) again */
 	uint32_t wanted_seen; /* progress_wanted at the last publish */
