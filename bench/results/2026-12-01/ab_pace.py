@@ -1,5 +1,5 @@
 # ab-pace.jsonl: 32 B, the build before the pacing (876f059) and after
-# (1288ec3) run alternately, 4 runs each of 9 rounds. Per round: each crs
+# (1288ec3 less its paced counter) run alternately, 4 runs each of 9 rounds. Per round: each crs
 # scenario over the faster of the two rings of that round; medians over
 # the rounds whose cells all had both probes < 150 ns, and over all.
 # usage: python3 ab_pace.py ab-pace.jsonl
