@@ -249,6 +249,7 @@ _Static_assert(offsetof(struct crs_ctl, term) == 64, "term");
 _Static_assert(offsetof(struct crs_ctl, requested) == 256, "requested");
 _Static_assert(offsetof(struct crs_ctl, parked) == 320, "parked");
 _Static_assert(offsetof(struct crs_ctl, wakeups) == 384, "wakeups");
+_Static_assert(offsetof(struct crs_ctl, paced) == 392, "paced");
 _Static_assert(offsetof(struct crs_ctl, evict) == 448, "evict");
 _Static_assert(sizeof(struct crs_ctl) <= CRS_CTL_SIZE, "ctl fits");
 

@@ -398,7 +398,8 @@ static void sub_keep_distance(struct crs_sub *sub)
 }
 
 /* crs_sub_release's slow path: replenish a prefetch if due, and publish
- * consumed position and demand; more: a message follows. */
+ * consumed position and demand; more: a message follows (committed:
+ * whether we may read it is for the demand test below). */
 static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub,
 							    int more)
 {
@@ -417,10 +418,12 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub,
 	sub_publish(sub);
 	/* Streaming: over the last SLIP_WINDOW messages or more, sub_next
 	 * found one at once nearly every time (a ping-pong finds none after
-	 * each). */
+	 * each; nones counts its slow path, which every miss takes), and
+	 * we may read on (else the application must request first). */
 	uint64_t msgs = sub->received - sub->window_received;
 	if (msgs >= SLIP_WINDOW) {
-		if (more && (sub->nones - sub->window_nones) * 16 < msgs)
+		if (more && sub->received < sub->requested &&
+		    (sub->nones - sub->window_nones) * 16 < msgs)
 			sub_keep_distance(sub);
 		sub->window_received = sub->received;
 		sub->window_nones = sub->nones;
@@ -862,6 +865,8 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 		sub->received_before += sub->received;
 		sub->requested = left;
 		sub->received = sub->counted = 0;
+		sub->window_received = 0; /* sub_keep_distance's window */
+		sub->window_nones = sub->nones;
 		sub->gap_pending = 1; /* stays cold until reported */
 	} else {
 		sub->cold = 0;
