@@ -361,9 +361,8 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
  * ones those where it kept its distance (bench/results/2026-12-01/
  * ab-stores.txt, item 9; docs/PROTOCOL.md). So a streaming reader
  * (release_publish says when), with more behind the message it released,
- * looks
- * at the publisher's mirrored position when it publishes its own; if
- * the writer is less than near ahead, it waits until it is far ahead,
+ * looks at the publisher's mirrored position when it publishes its own;
+ * if the writer is less than near ahead, it waits until it is far ahead,
  * until the writer stops moving (it waits for demand or room, or has
  * nothing to send), or for SLIP_LOOKS looks at most. The position is a
  * figure from shared memory, untrusted: whatever it says, the wait is
