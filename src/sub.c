@@ -166,11 +166,6 @@ static int frame_committed(const struct crs_sub *sub)
 	return ring_frame_at(&sub->ring, sub->pos, &len) != RING_NONE;
 }
 
-/* The hot test of the frame at pos: 1 with its length if it is a
- * committed message that lies inside the ring and within max_message,
- * and no terminal record of ours is out; 0 for anything else (nothing
- * yet, padding, a record to look at, a corrupt header), which
- * sub_next_slow() sorts out with ring_check(). */
 /* No terminal record of ours is out (relaxed: after an acquire that
  * showed a frame, a record written before it is visible). One load of a
  * line of ours that the publisher writes once. */
@@ -179,6 +174,11 @@ static inline int sub_no_record(const struct crs_sub *sub)
 	return shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE;
 }
 
+/* The hot test of the frame at pos: 1 with its length if it is a
+ * committed message that lies inside the ring and within max_message,
+ * and no terminal record of ours is out; 0 for anything else (nothing
+ * yet, padding, a record to look at, a corrupt header), which
+ * sub_next_slow() sorts out with ring_check(). */
 static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 			   uint64_t *len)
 {

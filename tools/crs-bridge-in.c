@@ -504,8 +504,9 @@ static void flush_ack(struct in *b, int now_anyway)
 	uint64_t due = b->handled - b->acked_upto;
 	/* Not while disconnected: libnats would keep the ack and send it to
 	 * whichever server comes back, which may know nothing of it. */
-	if (!due || !atomic_load(&b->n.connected) || (!now_anyway && due < ACK_EVERY &&
-		     bridge_now_ns() - b->ack_due_ns < ACK_DELAY_MS * 1000000LL))
+	if (!due || !atomic_load(&b->n.connected) ||
+	    (!now_anyway && due < ACK_EVERY &&
+	     bridge_now_ns() - b->ack_due_ns < ACK_DELAY_MS * 1000000LL))
 		return;
 	if (natsConnection_PublishString(b->n.nc, b->ack_to, "+ACK") == NATS_OK) {
 		b->acked_upto = b->handled;
@@ -575,7 +576,8 @@ static void consumer_check(struct in *b)
 			"unacknowledged, all of them acknowledged: ",
 			o->durable, (long long)unacked);
 	} else if (jerr == JSConsumerNotFoundErr) {
-		fprintf(stderr, "crs-bridge in: consumer %s is gone: ", o->durable);
+		fprintf(stderr,
+			"crs-bridge in: consumer %s is gone: ", o->durable);
 	} else {
 		return; /* JetStream busy or away: the outage limit decides */
 	}
