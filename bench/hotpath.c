@@ -12,6 +12,10 @@
  * CRS_UNBOUNDED. api: "poll" (crs_sub_poll + release, claim + commit)
  * or "batch" (crs_sub_take + crs_sub_release; crs_pub_commit_more and
  * one crs_pub_flush per batch).
+ * end: "front" publishes all count messages first (the ring is sized to
+ * hold them; use prefetch 0), then the subscriber drains them; "ended"
+ * does the same with crs_pub_complete before the drain: the cost of
+ * draining a stream that has ended.
  *
  * Instructions per message: run twice with two counts and divide the
  * difference (that removes setup and teardown), e.g.
@@ -58,6 +62,8 @@ int main(int argc, char **argv)
 	unsigned batch = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 0) : 64;
 	long prefetch = argc > 4 ? strtol(argv[4], NULL, 0) : -1;
 	int batch_api = argc > 5 && !strcmp(argv[5], "batch");
+	const char *end = argc > 6 ? argv[6] : "";
+	int front = !strcmp(end, "front") || !strcmp(end, "ended");
 	if (!batch || batch > 64)
 		batch = 64;
 	char name[64];
@@ -65,6 +71,9 @@ int main(int argc, char **argv)
 
 	struct crs_pub_opts po;
 	crs_pub_opts_init(&po);
+	if (front)
+		while (po.ring_bytes < count * (size + 16) + (1u << 20))
+			po.ring_bytes *= 2;
 	crs_pub *pub;
 	int err = crs_pub_create(name, &po, &pub);
 	if (err) {
@@ -95,6 +104,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	uint64_t sent = 0, got = 0;
+	if (front)
+		batch = 64; /* fills 64 at a time, drains none until the end */
 	while (sent < count) {
 		for (unsigned b = 0; b < batch && sent < count; b++) {
 			void *buf;
@@ -116,8 +127,12 @@ int main(int argc, char **argv)
 		}
 		if (batch_api)
 			crs_pub_flush(pub);
-		if (drain(sub, batch_api, &got) < 0)
+		if (!front && drain(sub, batch_api, &got) < 0)
 			return 1;
+	}
+	if (!strcmp(end, "ended") && (err = crs_pub_complete(pub)) != 0) {
+		fprintf(stderr, "complete: %s\n", crs_strerror(err));
+		return 1;
 	}
 	while (got < count)
 		if (drain(sub, batch_api, &got) < 0)

@@ -141,17 +141,22 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
  * terminal record: nothing at or past its position is ours (the next
  * epoch's frames follow there). Called after an acquire load showed a
  * position or frame we did not know: a record written before those is
- * then visible. The first position seen stays: a record is not moved. */
+ * then visible. The first position seen stays: a record is not moved.
+ * record_seen keeps the state it had, so that the hot path reads on up
+ * to stop_pos while the record stays as it was (sub_record_allows). */
 static void sub_note_stop(struct crs_sub *sub)
 {
 	struct terminal_view t;
-	if (sub->stop_pos != UINT64_MAX)
-		return;
-	switch (terminal_get(&sub->ctl->term, &t)) {
+	uint32_t state = sub->stop_pos != UINT64_MAX
+				 ? shm_load_acquire(&sub->ctl->term.state)
+				 : terminal_get(&sub->ctl->term, &t);
+	switch (state) {
 	case CRS_TERM_COMPLETE:
 	case CRS_TERM_ERROR:
 	case CRS_TERM_DETACHED:
-		sub->stop_pos = t.pos;
+		if (sub->stop_pos == UINT64_MAX)
+			sub->stop_pos = t.pos;
+		sub->record_seen = state;
 		break;
 	default:
 		break;
@@ -174,10 +179,24 @@ static inline int sub_no_record(const struct crs_sub *sub)
 	return shm_load_relaxed(&sub->ctl->term.state) == CRS_TERM_NONE;
 }
 
+/* May the frame at pos be read on the hot path, as far as our terminal
+ * record goes? Yes if there is none, or if it is as sub_note_stop last
+ * saw it and pos lies before its position: a stream that ended drains
+ * as fast as one that runs. Any change (a first record, an eviction,
+ * DETACHED becoming ERROR) sends the reader through sub_next_slow. */
+static inline int sub_record_allows(const struct crs_sub *sub, uint64_t pos)
+{
+	uint32_t state = shm_load_relaxed(&sub->ctl->term.state);
+	if (__builtin_expect(state == CRS_TERM_NONE, 1))
+		return 1;
+	return state == sub->record_seen && pos < sub->stop_pos;
+}
+
 /* The hot test of the frame at pos: 1 with its length if it is a
  * committed message that lies inside the ring and within max_message,
- * and no terminal record of ours is out; 0 for anything else (nothing
- * yet, padding, a record to look at, a corrupt header), which
+ * before the end of our epoch as far as we know it (sub_record_allows);
+ * 0 for anything else (nothing yet, padding, a record to look at, the
+ * end of the epoch, a corrupt header), which
  * sub_next_slow() sorts out with ring_check(). */
 static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 			   uint64_t *len)
@@ -188,7 +207,7 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 	/* After that acquire: a terminal record the publisher wrote before
 	 * this frame (an epoch ended here, the next one's frames follow;
 	 * or we were evicted) is visible now. */
-	if (__builtin_expect(!sub_no_record(sub), 0))
+	if (__builtin_expect(!sub_record_allows(sub, pos), 0))
 		return 0;
 	if (__builtin_expect(!ring_message_fits(&sub->ring, word, pos), 0))
 		return 0;
@@ -331,7 +350,8 @@ static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
 	if (__builtin_expect(!sub->cold && sub->received < sub->requested, 1)) {
 		/* The release looked; an eviction since ends us at once. */
-		if (__builtin_expect(sub->ready != 0 && sub_no_record(sub),
+		if (__builtin_expect(sub->ready != 0 &&
+					     sub_record_allows(sub, sub->pos),
 				     1)) {
 			*len = sub->ready - 1;
 			return 1;
@@ -846,6 +866,7 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	sub->fence_word = 0;
 	sub->pos = sub->published_pos = sub->at.welcome.start_pos;
 	sub->stop_pos = UINT64_MAX;
+	sub->record_seen = CRS_TERM_NONE;
 	sub->held = 0;
 	sub->ready = 0;
 	sub->seq = sub->at.welcome.start_seq;

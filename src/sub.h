@@ -23,6 +23,8 @@ struct crs_sub {
 	uint64_t held_end; /* where reading goes on once they are released */
 	uint64_t stop_pos; /* where our epoch ended (our terminal record's
 			      position); UINT64_MAX until we saw one */
+	uint32_t record_seen; /* that record's state then (sub_note_stop),
+				 CRS_TERM_NONE before */
 	uint64_t seq;
 	uint64_t requested; /* total, saturating */
 	uint64_t received;

@@ -1,0 +1,246 @@
+/*
+ * test_drain.c - a subscriber that drains a stream which has already
+ * ended reads on at full speed up to the terminal record's position
+ * (sub_record_allows in src/sub.c), and follows a record that changes
+ * under it while it drains: the control page is shared memory, so the
+ * record is untrusted. The child reads part of a completed stream,
+ * rewrites its own record (it maps its control memfd a second time, as
+ * a hostile publisher could write it), reads on, and reports how many
+ * messages came and how the stream ended. Whatever the record says,
+ * every message before the position first seen arrives in order and
+ * intact, nothing after it, and the stream ends: no crash, no hang.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "src/layout.h"
+
+#define LEN 100
+#define FRAME 112 /* LEN + header, 8-aligned */
+#define COUNT 400 /* 44800 bytes: a 64 KiB ring holds them all */
+#define BEFORE 150 /* read before the record is rewritten */
+#define EVICT_CODE EOWNERDEAD
+
+enum kind {
+	AS_IS = 1,   /* untouched: everything, then completion */
+	TO_ERROR,    /* COMPLETE becomes ERROR (ECANCELED) */
+	MOVED,	     /* its position moved back: the first one stays */
+	MOVED_ERROR, /* moved back and become ERROR: that one stays too */
+	GARBAGE,     /* a state that means nothing */
+	ERASED,	     /* the record taken back: nothing, then EPIPE */
+	EVICTED,     /* cut off: nothing more at once */
+};
+
+enum { GO = 1, READ, CLOSED, DONE };
+
+struct drain_arg {
+	const char *name;
+	enum kind kind;
+	int take; /* read with crs_sub_take, else crs_sub_poll */
+};
+
+/* Read up to limit messages from *seq on, each checked; returns what
+ * the last call returned (1: limit reached, 0: none came in timeout_ms,
+ * < 0: the end). */
+static int read_on(crs_sub *sub, int take, uint64_t *seq, uint64_t limit,
+		   int timeout_ms)
+{
+	struct crs_msg m[16];
+	while (*seq < limit) {
+		int n;
+		if (take) {
+			size_t max = limit - *seq < 16 ? limit - *seq : 16;
+			int64_t deadline = tu_now_ms() + timeout_ms;
+			while ((n = crs_sub_take(sub, m, max, 0)) == 0 &&
+			       tu_now_ms() < deadline)
+				crs_sub_wait(sub, 50);
+		} else {
+			n = tu_sub_next(sub, &m[0], timeout_ms);
+		}
+		if (n <= 0)
+			return n;
+		for (int i = 0; i < n; i++, (*seq)++) {
+			CHECK_EQ(m[i].seq, *seq);
+			CHECK_EQ(m[i].len, LEN);
+			CHECK_EQ(tu_verify(m[i].data, m[i].len, *seq), -1);
+		}
+		crs_sub_release(sub);
+	}
+	return 1;
+}
+
+static void rewrite(enum kind k, struct crs_ctl *c)
+{
+	switch (k) {
+	case AS_IS:
+		break;
+	case TO_ERROR:
+		c->term.code = ECANCELED;
+		atomic_store(&c->term.state, CRS_TERM_ERROR);
+		break;
+	case MOVED:
+		c->term.pos -= 200 * FRAME;
+		break;
+	case MOVED_ERROR:
+		c->term.pos -= 200 * FRAME;
+		c->term.code = ECANCELED;
+		atomic_store(&c->term.state, CRS_TERM_ERROR);
+		break;
+	case GARBAGE:
+		atomic_store(&c->term.state, 0x77u);
+		break;
+	case ERASED:
+		atomic_store(&c->term.state, CRS_TERM_NONE);
+		break;
+	case EVICTED:
+		c->evict.code = EVICT_CODE;
+		atomic_store(&c->term.state, CRS_TERM_EVICTED);
+		break;
+	}
+}
+
+static int child_drain(void *p, int chan)
+{
+	const struct drain_arg *a = p;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(a->name, 0, &sub), 0);
+	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
+
+	int fd = tu_find_fd("memfd:crs-ctl");
+	CHECK(fd >= 0);
+	struct crs_ctl *c = mmap(NULL, CRS_CTL_SIZE, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, fd, 0);
+	CHECK(c != MAP_FAILED);
+	CHECK_EQ(c->magic, CRS_CTL_MAGIC);
+	/* The publisher completed before GO: its record is out. */
+	CHECK_EQ(atomic_load(&c->term.state), CRS_TERM_COMPLETE);
+	CHECK_EQ(c->term.pos, c->start_pos + COUNT * FRAME);
+
+	uint64_t seq = 0;
+	CHECK_EQ(read_on(sub, a->take, &seq, BEFORE, 10000), 1);
+	rewrite(a->kind, c);
+	/* Everything is in the ring already: a wait means nothing comes. */
+	int r = read_on(sub, a->take, &seq, UINT64_MAX, 1000);
+	CHECK(r <= 0);
+	if (r == 0) {
+		/* Nothing more, no end: the publisher must close first. */
+		CHECK_EQ(tu_send(chan, READ, seq), 0);
+		CHECK_EQ(tu_expect(chan, CLOSED, NULL, 20000), 0);
+		r = read_on(sub, a->take, &seq, UINT64_MAX, 10000);
+		CHECK(r < 0);
+	} else {
+		CHECK_EQ(tu_send(chan, READ, seq), 0);
+	}
+	CHECK_EQ(r, -CRS_EEND);
+	const struct crs_end *e = crs_sub_end(sub);
+	CHECK(e != NULL);
+	munmap(c, CRS_CTL_SIZE);
+	CHECK_EQ(tu_send(chan, DONE, (uint64_t)e->code), 0);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* Runs kind k with both read calls; want: messages read, end code. */
+static void run_drain(enum kind k, uint64_t want_read, int want_code)
+{
+	for (int take = 0; take < 2; take++) {
+		char name[64];
+		tu_name(name, sizeof(name), "drain");
+		struct drain_arg a = { name, k, take };
+		crs_pub *pub = tu_make_pub(name, 1 << 16);
+		int ch;
+		pid_t pid = tu_spawn(child_drain, &a, &ch, 60);
+		assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+		assert_int_equal(tu_expect(ch, TU_READY, NULL, 10000), 0);
+		for (uint64_t seq = 0; seq < COUNT; seq++)
+			assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
+		assert_int_equal(crs_pub_complete(pub), 0);
+		assert_int_equal(tu_send(ch, GO, 0), 0);
+		uint64_t got = 0, code = 0, tag;
+		/* Serve while the child reads: it may report progress. */
+		int64_t deadline = tu_now_ms() + 20000;
+		int r;
+		while ((r = tu_recv(ch, &tag, &got, 5)) == -ETIMEDOUT &&
+		       tu_now_ms() < deadline)
+			crs_pub_serve(pub);
+		assert_int_equal(r, 0);
+		assert_int_equal(tag, READ);
+		assert_int_equal(got, want_read);
+		if (k == ERASED) {
+			crs_pub_close(pub);
+			pub = NULL;
+			assert_int_equal(tu_send(ch, CLOSED, 0), 0);
+		}
+		assert_int_equal(tu_expect(ch, DONE, &code, 20000), 0);
+		assert_int_equal((int)code, want_code);
+		assert_int_equal(pub ? tu_serve_wait_child(pub, pid, 10000)
+				     : tu_wait_child(pid, 10000),
+				 0);
+		close(ch);
+		if (pub)
+			crs_pub_close(pub);
+	}
+}
+
+static void test_as_is(void **state)
+{
+	(void)state;
+	run_drain(AS_IS, COUNT, 0);
+}
+
+static void test_to_error(void **state)
+{
+	(void)state;
+	run_drain(TO_ERROR, COUNT, ECANCELED);
+}
+
+static void test_moved(void **state)
+{
+	(void)state;
+	/* All of its epoch as first seen; then the record, now behind the
+	 * reader, is a protocol error. */
+	run_drain(MOVED, COUNT, CRS_EPROTO);
+}
+
+static void test_moved_error(void **state)
+{
+	(void)state;
+	/* The state changed, so the reader looks at the record again: the
+	 * position it saw first still decides. */
+	run_drain(MOVED_ERROR, COUNT, CRS_EPROTO);
+}
+
+static void test_garbage(void **state)
+{
+	(void)state;
+	run_drain(GARBAGE, COUNT, CRS_EPROTO);
+}
+
+static void test_erased(void **state)
+{
+	(void)state;
+	run_drain(ERASED, COUNT, EPIPE);
+}
+
+static void test_evicted(void **state)
+{
+	(void)state;
+	run_drain(EVICTED, BEFORE, EVICT_CODE);
+}
+
+int main(void)
+{
+	tu_init();
+	const struct CMUnitTest tests[] = {
+		TU_TEST(test_as_is),  TU_TEST(test_to_error),
+		TU_TEST(test_moved),  TU_TEST(test_moved_error),
+		TU_TEST(test_garbage),
+		TU_TEST(test_erased), TU_TEST(test_evicted),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
