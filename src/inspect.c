@@ -211,6 +211,7 @@ int crs_inspect_read(crs_inspector *in, struct crs_stream_info *info,
 		s->lag_messages = sat_sub(info->published, s->consumed);
 		s->lag_bytes = sat_sub(position, consumed_pos);
 		s->wakeups = shm_load_relaxed(&ss->wakeups);
+		s->paced = shm_load_relaxed(&ss->paced);
 		if (consumed_pos < min_consumed)
 			min_consumed = consumed_pos;
 	}

@@ -173,7 +173,8 @@ struct crs_sub_stats {
 	_Atomic uint64_t consumed; /* ring position */
 	_Atomic uint64_t consumed_seq;
 	_Atomic uint64_t wakeups;
-	uint8_t pad[CRS_CACHELINE - 48];
+	_Atomic uint64_t paced;
+	uint8_t pad[CRS_CACHELINE - 56];
 };
 _Static_assert(sizeof(struct crs_sub_stats) == CRS_CACHELINE, "sub stats");
 

@@ -545,6 +545,7 @@ static void mirror_stats(struct pub_control *c, int64_t now)
 				  shm_load_relaxed(&s->ctl->consumed_seq));
 		shm_store_relaxed(&st->wakeups,
 				  shm_load_relaxed(&s->ctl->wakeups));
+		shm_store_relaxed(&st->paced, shm_load_relaxed(&s->ctl->paced));
 	}
 	shm_store_relaxed(&c->ring->hdr->stats.served_ns, (uint64_t)now);
 	epoch_mirror(c->epoch);

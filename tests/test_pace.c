@@ -10,13 +10,15 @@
  * order and intact, then the end (the scribbles go through the
  * publisher's own mapping: struct crs_pub, src/pub.h). The subscriber's count
  * of waits (line 6 of its control page, read through its memfd) tells which
- * path ran. Separate processes; run on both wait engines.
+ * path ran; an inspector shows the same count (crs_sub_info.paced).
+ * Separate processes; run on both wait engines.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "crs/inspect.h"
 #include "util.h"
 
 #include "src/layout.h"
@@ -26,7 +28,7 @@
 #define STREAM_MSGS 100000 /* 4 MB of frames: all fit in the ring */
 #define PINGS 2000
 
-enum { GO = 1, PACED, ACK };
+enum { GO = 1, PACED, INSPECTED, ACK };
 
 /* This subscriber's count of waits for the writer. */
 static uint64_t paced_count(void)
@@ -62,9 +64,19 @@ static int streamer(void *arg, int chan)
 	CHECK_EQ(tu_sub_open(arg, 1u << 20, &sub), 0);
 	CHECK_EQ(tu_expect(chan, GO, NULL, 30000), 0);
 	read_all(sub, STREAM_MSGS);
-	CHECK_EQ(tu_send(chan, PACED, paced_count()), 0);
-	/* Only now: the stream's end makes every message before it take
-	 * the slow path, where nobody paces. */
+	uint64_t paced = paced_count();
+	CHECK_EQ(tu_send(chan, PACED, paced), 0);
+	/* What an inspector shows of us (the publisher serves meanwhile,
+	 * which mirrors our count). */
+	crs_inspector *in;
+	CHECK_EQ(crs_inspect_open(arg, &in), 0);
+	struct crs_stream_info info;
+	struct crs_sub_info subs[4];
+	int n = crs_inspect_read(in, &info, subs, 4);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(subs[0].pid, (int)getpid());
+	crs_inspect_close(in);
+	CHECK_EQ(tu_send(chan, INSPECTED, subs[0].paced), 0);
 	struct crs_msg m;
 	CHECK_EQ(tu_sub_next(sub, &m, 20000), -CRS_EEND);
 	crs_sub_close(sub);
@@ -111,6 +123,15 @@ static void test_hostile_position(void **state)
 	assert_int_equal(tu_expect(chan, PACED, &paced, 30000), 0);
 	atomic_store(&s.stop, 1);
 	pthread_join(s.thread, NULL);
+	uint64_t tag = 0, shown = 0;
+	int64_t deadline = tu_now_ms() + 20000;
+	while (tu_now_ms() < deadline) {
+		crs_pub_serve(pub); /* the inspector's handshake, the mirror */
+		if (tu_recv(chan, &tag, &shown, 5) == 0)
+			break;
+	}
+	assert_int_equal(tag, INSPECTED);
+	assert_int_equal(shown, paced);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
 	/* It streamed, and at nearly every look (one per 256 messages) the

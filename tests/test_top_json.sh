@@ -176,8 +176,8 @@ KEYS = ["name", "state", "gone", "error", "pid", "mode", "ring_size",
         "retained_bytes", "retained_age_ns", "end_code", "end_message",
         "sampled_ns", "subscribers"]
 SUB_KEYS = ["slot", "pid", "requested", "outstanding", "consumed",
-            "lag_messages", "lag_bytes", "wakeups", "wakeups_per_s",
-            "holding_back"]
+            "lag_messages", "lag_bytes", "wakeups", "paced",
+            "wakeups_per_s", "holding_back"]
 
 live = load("live.out")
 check(len(live) >= 5, f"only {len(live)} documents from the watching crs-top")

@@ -1170,8 +1170,10 @@ static void json_sub(FILE *f, const struct top_sub *d)
 	json_demand(f, "outstanding", i->outstanding);
 	fprintf(f,
 		",\"consumed\":%" PRIu64 ",\"lag_messages\":%" PRIu64
-		",\"lag_bytes\":%" PRIu64 ",\"wakeups\":%" PRIu64,
-		i->consumed, i->lag_messages, i->lag_bytes, i->wakeups);
+		",\"lag_bytes\":%" PRIu64 ",\"wakeups\":%" PRIu64
+		",\"paced\":%" PRIu64,
+		i->consumed, i->lag_messages, i->lag_bytes, i->wakeups,
+		i->paced);
 	json_rate(f, "wakeups_per_s", d->wake_rate);
 	fprintf(f, ",\"holding_back\":%s}", i->holding_back ? "true" : "false");
 }

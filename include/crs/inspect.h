@@ -72,6 +72,9 @@ struct crs_sub_info {
 	uint64_t lag_messages; /* published but not yet consumed */
 	uint64_t lag_bytes;
 	uint64_t wakeups; /* times this subscriber woke from sleep */
+	uint64_t paced;	  /* times it waited for the publisher to get
+			     ahead (streaming right behind it slows both;
+			     docs/PROTOCOL.md, "Keeping a distance") */
 	int holding_back; /* 1: it limits the publisher now: no demand
 			     left (lockstep), or a ring's worth unread */
 };

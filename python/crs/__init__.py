@@ -166,6 +166,7 @@ class SubscriberInfo:
     lag_messages: int   # published but not yet consumed
     lag_bytes: int
     wakeups: int
+    paced: int          # waits for the publisher to get ahead
     holding_back: bool  # it limits the publisher now
 
 

@@ -49,14 +49,15 @@ static const char *state_name(int state)
 static PyObject *sub_dict(const struct crs_sub_info *s)
 {
 	return Py_BuildValue(
-		"{s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "slot", s->slot,
+		"{s:i,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "slot", s->slot,
 		"pid", s->pid, "requested", (unsigned long long)s->requested,
 		"outstanding", (unsigned long long)s->outstanding, "consumed",
 		(unsigned long long)s->consumed, "joined",
 		(unsigned long long)s->joined, "lag_messages",
 		(unsigned long long)s->lag_messages, "lag_bytes",
 		(unsigned long long)s->lag_bytes, "wakeups",
-		(unsigned long long)s->wakeups, "holding_back",
+		(unsigned long long)s->wakeups, "paced",
+		(unsigned long long)s->paced, "holding_back",
 		s->holding_back ? Py_True : Py_False);
 }
 
