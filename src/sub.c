@@ -141,26 +141,25 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
  * terminal record: nothing at or past its position is ours (the next
  * epoch's frames follow there). Called after an acquire load showed a
  * position or frame we did not know: a record written before those is
- * then visible. The first position seen stays: a record is not moved.
- * record_seen keeps the state it had, so that the hot path reads on up
- * to stop_pos while the record stays as it was (sub_record_allows). */
+ * then visible. The first position seen stays: a record is not moved
+ * (sub_idle calls one that was corrupt). record_seen keeps the state it
+ * had, so that the hot path reads on up to stop_pos while the record
+ * stays as it was (sub_record_allows). */
 static void sub_note_stop(struct crs_sub *sub)
 {
-	struct terminal_view t;
-	uint32_t state = sub->stop_pos != UINT64_MAX
-				 ? shm_load_acquire(&sub->ctl->term.state)
-				 : terminal_get(&sub->ctl->term, &t);
-	switch (state) {
-	case CRS_TERM_COMPLETE:
-	case CRS_TERM_ERROR:
-	case CRS_TERM_DETACHED:
-		if (sub->stop_pos == UINT64_MAX)
+	uint32_t state;
+	if (sub->stop_pos == UINT64_MAX) {
+		struct terminal_view t;
+		state = terminal_get(&sub->ctl->term, &t);
+		if (state == CRS_TERM_COMPLETE || state == CRS_TERM_ERROR ||
+		    state == CRS_TERM_DETACHED)
 			sub->stop_pos = t.pos;
-		sub->record_seen = state;
-		break;
-	default:
-		break;
+	} else {
+		state = shm_load_acquire(&sub->ctl->term.state);
 	}
+	if (state == CRS_TERM_COMPLETE || state == CRS_TERM_ERROR ||
+	    state == CRS_TERM_DETACHED)
+		sub->record_seen = state;
 }
 
 /* Is a frame committed at pos? (The tag check alone decides: a word
@@ -180,16 +179,18 @@ static inline int sub_no_record(const struct crs_sub *sub)
 }
 
 /* May the frame at pos be read on the hot path, as far as our terminal
- * record goes? Yes if there is none, or if it is as sub_note_stop last
- * saw it and pos lies before its position: a stream that ended drains
- * as fast as one that runs. Any change (a first record, an eviction,
- * DETACHED becoming ERROR) sends the reader through sub_next_slow. */
+ * record goes? Yes while its state is as sub_note_stop last saw it (none
+ * at first) and pos lies before the position it noted (UINT64_MAX until
+ * then): a stream that ended drains as fast as one that runs, and never
+ * past its epoch's end, whatever the record says later. Any change (a
+ * first record, an eviction, DETACHED becoming ERROR, a record taken
+ * back) sends the reader through sub_next_slow. */
 static inline int sub_record_allows(const struct crs_sub *sub, uint64_t pos)
 {
-	uint32_t state = shm_load_relaxed(&sub->ctl->term.state);
-	if (__builtin_expect(state == CRS_TERM_NONE, 1))
-		return 1;
-	return state == sub->record_seen && pos < sub->stop_pos;
+	return __builtin_expect(shm_load_relaxed(&sub->ctl->term.state) ==
+					sub->record_seen,
+				1) &&
+	       pos < sub->stop_pos;
 }
 
 /* The hot test of the frame at pos: 1 with its length if it is a
@@ -246,6 +247,8 @@ static int sub_idle(struct crs_sub *sub)
 		return -CRS_EEND;
 	case CRS_TERM_COMPLETE:
 	case CRS_TERM_ERROR:
+		if (sub->stop_pos != UINT64_MAX && t.pos != sub->stop_pos)
+			goto corrupt; /* moved: a record is written once */
 		if (t.pos == sub->pos) {
 			if (t.state == CRS_TERM_COMPLETE)
 				sub_end(sub, 0, NULL);
@@ -261,7 +264,8 @@ static int sub_idle(struct crs_sub *sub)
 		/* Our epoch ended without a signal (NO_EVENT): nothing
 		 * more, until the publisher closes (the record becomes
 		 * ERROR) or dies (we see the hangup). */
-		if (t.pos >= sub->pos)
+		if (t.pos >= sub->pos &&
+		    (sub->stop_pos == UINT64_MAX || t.pos == sub->stop_pos))
 			break;
 		goto corrupt;
 	default:
@@ -396,8 +400,9 @@ static inline void sub_view(const struct crs_sub *sub, uint64_t pos,
 #define SLIP_LOOK_NS 800 /* between looks: the mirror moves every 16
 			    commits, which take under 800 ns streaming */
 #define SLIP_MAX_NS 25000
-#define SLIP_SPINS_MAX 4096 /* a backstop: pause and clock take 20 ns or
-			       more, so SLIP_MAX_NS comes first */
+/* A backstop for a clock that does not move: a spin is a pause hint and
+ * a clock read, so 4096 of them last about SLIP_MAX_NS or longer. */
+#define SLIP_SPINS_MAX 4096
 
 static void sub_keep_distance(struct crs_sub *sub)
 {
