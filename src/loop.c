@@ -198,7 +198,10 @@ static int remove_at(struct crs_loop *loop, int i)
 		pub_withdraw(e->pub);
 	entry_forget(loop, i);
 	memset(e, 0, sizeof(*e));
-	return 0;
+	/* Forgetting took every entry back from the fallback engine's
+	 * watcher (ipc_waitset_forget): between runs, hand the rest over
+	 * again, or nothing would signal crs_loop_fd() for them. */
+	return added(loop);
 }
 
 int crs_loop_remove_sub(crs_loop *loop, crs_sub *sub)

@@ -2,7 +2,8 @@
  * test_loop.c - crs_loop: one subscriber process consuming 100 streams
  * from 100 publisher processes; a publisher SIGKILLed while the loop
  * sleeps; an idle loop that burns (almost) no CPU; the loop embedded in
- * epoll through crs_loop_fd(); a publisher served from a loop. Every test
+ * epoll through crs_loop_fd(); a publisher served from a loop; a
+ * registration removed while the caller sleeps on crs_loop_fd(). Every test
  * runs on the io_uring engine and again on the poll fallback
  * (CRS_NO_URING=1), chosen when the loop is created.
  */
@@ -486,6 +487,70 @@ static void test_slot_reuse_poll(void **state)
 	slot_reuse(1);
 }
 
+/* A registration removed between runs, while the caller sleeps on
+ * crs_loop_fd(): the fd must still wake for the ones that stay. The
+ * fallback engine's watcher used to stop at any removal and start again
+ * only at the next add or run, so the fd stayed quiet (asyncio awaited
+ * for ever). Stream a publishes only after the test, b after 300 ms. */
+static void remove_between_runs(int no_uring)
+{
+	struct pub_args a = { .count = 5, .idle_ms = 1500 };
+	struct pub_args b = { .count = 50, .idle_ms = 300 };
+	struct stream_state sa = { 0 }, sb = { 0 };
+	tu_name(a.name, sizeof(a.name), "rma");
+	tu_name(b.name, sizeof(b.name), "rmb");
+	pid_t pa = tu_spawn_engine(publisher, &a, NULL, 60, no_uring);
+	pid_t pb = tu_spawn_engine(publisher, &b, NULL, 60, no_uring);
+	crs_loop *loop = new_loop(no_uring);
+	crs_sub *suba, *subb;
+	assert_int_equal(tu_sub_open(a.name, 64, &suba), 0);
+	assert_int_equal(tu_sub_open(b.name, 64, &subb), 0);
+	assert_int_equal(crs_loop_add_sub(loop, suba, &callbacks, &sa), 0);
+	assert_int_equal(crs_loop_add_sub(loop, subb, &callbacks, &sb), 0);
+	int lfd = crs_loop_fd(loop);
+	assert_true(lfd >= 0);
+	assert_true(crs_loop_run(loop, 0) >= 0);
+	assert_int_equal(crs_loop_remove_sub(loop, suba), 0);
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1); /* b's messages */
+	int64_t deadline = tu_now_ms() + 20000;
+	while (!sb.done && tu_now_ms() < deadline) {
+		p.revents = 0;
+		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+			fail_msg("poll: %s", strerror(errno));
+		assert_true(crs_loop_run(loop, 0) >= 0);
+	}
+	assert_int_equal(sb.done, 1);
+	assert_int_equal(sb.next, 50);
+	assert_int_equal(sb.bad, 0);
+	assert_int_equal(sa.next, 0); /* removed before a published */
+	/* Stream a, read without the loop: all of it, then the end. */
+	struct crs_msg m;
+	for (uint64_t i = 0; i < 5; i++) {
+		assert_int_equal(tu_sub_next(suba, &m, 20000), 1);
+		assert_int_equal(m.seq, i);
+		crs_sub_release(suba);
+	}
+	assert_int_equal(tu_sub_next(suba, &m, 20000), -CRS_EEND);
+	crs_sub_close(suba);
+	crs_sub_close(subb);
+	assert_int_equal(tu_wait_child(pa, 20000), 0);
+	assert_int_equal(tu_wait_child(pb, 20000), 0);
+	crs_loop_close(loop);
+}
+
+static void test_remove_between_runs(void **state)
+{
+	(void)state;
+	remove_between_runs(0);
+}
+
+static void test_remove_between_runs_poll(void **state)
+{
+	(void)state;
+	remove_between_runs(1);
+}
+
 int main(void)
 {
 	tu_init();
@@ -502,6 +567,8 @@ int main(void)
 		TU_TEST(test_publisher_in_loop_poll),
 		TU_TEST(test_slot_reuse),
 		TU_TEST(test_slot_reuse_poll),
+		TU_TEST(test_remove_between_runs),
+		TU_TEST(test_remove_between_runs_poll),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

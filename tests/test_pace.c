@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -85,6 +86,7 @@ static int streamer(void *arg, int chan)
 
 struct scribbler {
 	_Atomic uint64_t *position;
+	_Atomic int started;
 	_Atomic int stop;
 	pthread_t thread;
 };
@@ -93,9 +95,12 @@ struct scribbler {
 static void *scribble(void *arg)
 {
 	struct scribbler *s = arg;
-	for (uint64_t v = 0; !atomic_load(&s->stop); v++)
+	for (uint64_t v = 0; !atomic_load(&s->stop); v++) {
 		atomic_store_explicit(s->position, v & 0xffff,
 				      memory_order_relaxed);
+		if (!v)
+			atomic_store(&s->started, 1);
+	}
 	return NULL;
 }
 
@@ -116,6 +121,10 @@ static void test_hostile_position(void **state)
 	struct crs_data_header *hdr = pub->ring.hdr;
 	struct scribbler s = { .position = &hdr->stats.position };
 	assert_int_equal(pthread_create(&s.thread, NULL, scribble, &s), 0);
+	/* Until its first store the true position (far ahead) is there: on
+	 * a loaded machine the thread may start late. */
+	while (!atomic_load(&s.started))
+		sched_yield();
 
 	assert_int_equal(tu_send(chan, GO, 0), 0);
 	/* Not serving meanwhile: a serve would mirror the true position. */
