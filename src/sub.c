@@ -145,21 +145,34 @@ static void sub_liveness(struct crs_sub *sub, int64_t now)
  * (sub_idle calls one that was corrupt). record_seen keeps the state it
  * had, so that the hot path reads on up to stop_pos while the record
  * stays as it was (sub_record_allows). */
+/* A record that ends our epoch at its position: COMPLETE, ERROR or
+ * DETACHED (EVICTED ends it at once; anything else is corrupt). */
+static int record_ends_at_pos(uint32_t state)
+{
+	return state == CRS_TERM_COMPLETE || state == CRS_TERM_ERROR ||
+	       state == CRS_TERM_DETACHED;
+}
+
 static void sub_note_stop(struct crs_sub *sub)
 {
 	uint32_t state;
 	if (sub->stop_pos == UINT64_MAX) {
 		struct terminal_view t;
 		state = terminal_get(&sub->ctl->term, &t);
-		if (state == CRS_TERM_COMPLETE || state == CRS_TERM_ERROR ||
-		    state == CRS_TERM_DETACHED)
+		if (record_ends_at_pos(state))
 			sub->stop_pos = t.pos;
 	} else {
 		state = shm_load_acquire(&sub->ctl->term.state);
 	}
-	if (state == CRS_TERM_COMPLETE || state == CRS_TERM_ERROR ||
-	    state == CRS_TERM_DETACHED)
+	if (record_ends_at_pos(state))
 		sub->record_seen = state;
+}
+
+/* Is the record where sub_note_stop first saw it (or not noted yet)? */
+static int record_in_place(const struct crs_sub *sub,
+			   const struct terminal_view *t)
+{
+	return sub->stop_pos == UINT64_MAX || t->pos == sub->stop_pos;
 }
 
 /* Is a frame committed at pos? (The tag check alone decides: a word
@@ -247,7 +260,7 @@ static int sub_idle(struct crs_sub *sub)
 		return -CRS_EEND;
 	case CRS_TERM_COMPLETE:
 	case CRS_TERM_ERROR:
-		if (sub->stop_pos != UINT64_MAX && t.pos != sub->stop_pos)
+		if (!record_in_place(sub, &t))
 			goto corrupt; /* moved: a record is written once */
 		if (t.pos == sub->pos) {
 			if (t.state == CRS_TERM_COMPLETE)
@@ -264,8 +277,7 @@ static int sub_idle(struct crs_sub *sub)
 		/* Our epoch ended without a signal (NO_EVENT): nothing
 		 * more, until the publisher closes (the record becomes
 		 * ERROR) or dies (we see the hangup). */
-		if (t.pos >= sub->pos &&
-		    (sub->stop_pos == UINT64_MAX || t.pos == sub->stop_pos))
+		if (t.pos >= sub->pos && record_in_place(sub, &t))
 			break;
 		goto corrupt;
 	default:
