@@ -167,19 +167,6 @@ static int child_next(void *p, int chan)
 	return 0;
 }
 
-/* Serve until a message comes on chan; its tag. */
-static uint64_t serve_until(crs_pub *pub, int chan, uint64_t *val)
-{
-	uint64_t tag = 0;
-	int64_t deadline = tu_now_ms() + 20000;
-	int r;
-	while ((r = tu_recv(chan, &tag, val, 5)) == -ETIMEDOUT &&
-	       tu_now_ms() < deadline)
-		crs_pub_serve(pub);
-	assert_int_equal(r, 0);
-	return tag;
-}
-
 /* Runs kind k with both read calls; want: messages read, end code. */
 static void run_drain(enum kind k, uint64_t want_read, int want_code)
 {
@@ -202,14 +189,15 @@ static void run_drain(enum kind k, uint64_t want_read, int want_code)
 			assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
 		assert_int_equal(crs_pub_disconnect(pub, 1), 0);
 		pid_t next_pid = tu_spawn(child_next, name, &next_ch, 60);
-		assert_int_equal(serve_until(pub, next_ch, &v), TU_READY);
+		assert_int_equal(
+			tu_serve_expect(pub, next_ch, TU_READY, &v, 20000), 0);
 		assert_int_equal(crs_pub_connect(pub), 2);
 		for (; seq < COUNT + NEXT; seq++)
 			assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
 
 		assert_int_equal(tu_send(ch, GO, 0), 0);
 		uint64_t got = 0, code = 0;
-		assert_int_equal(serve_until(pub, ch, &got), READ);
+		assert_int_equal(tu_serve_expect(pub, ch, READ, &got, 20000), 0);
 		assert_int_equal(got, want_read);
 		if (k == ERASED) {
 			crs_pub_close(pub);

@@ -92,14 +92,7 @@ static pid_t start_reader(crs_pub *pub, const char *name, int *chan)
 	int before = crs_pub_subscribers(pub);
 	pid_t pid = tu_spawn(reader, (void *)name, chan, 60);
 	assert_true(pid > 0);
-	int64_t deadline = tu_now_ms() + 10000;
-	uint64_t tag = 0, val;
-	while (tu_now_ms() < deadline) {
-		crs_pub_serve(pub);
-		if (tu_recv(*chan, &tag, &val, 2) == 0)
-			break;
-	}
-	assert_int_equal(tag, C_ACK);
+	assert_int_equal(tu_serve_expect(pub, *chan, C_ACK, NULL, 10000), 0);
 	assert_int_equal(tu_pub_await_count(pub, before + 1, 10000), 0);
 	return pid;
 }
@@ -375,14 +368,8 @@ static void test_inspected_states(void **state)
 	crs_pub *pub = tu_make_pub(name, RING);
 	int chan;
 	pid_t pid = tu_spawn(watcher, name, &chan, 60);
-	uint64_t tag = 0, val;
-	int64_t deadline = tu_now_ms() + 20000;
-	while (tag != W_READY && tu_now_ms() < deadline) {
-		crs_pub_serve(pub); /* serve the inspector's handshake */
-		if (tu_recv(chan, &tag, &val, 5) == 0)
-			assert_int_equal(tag, W_READY);
-	}
-	assert_int_equal(tag, W_READY);
+	/* Serving: the inspector's handshake. */
+	assert_int_equal(tu_serve_expect(pub, chan, W_READY, NULL, 20000), 0);
 	assert_int_equal(watched_state(chan), CRS_STREAM_LIVE);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(watched_state(chan), CRS_STREAM_COMPLETED);

@@ -87,15 +87,7 @@ static pid_t start_reader(crs_pub *pub, struct reader *r, int *chan)
 {
 	pid_t pid = tu_spawn(reader, r, chan, 60);
 	assert_true(pid > 0);
-	int64_t deadline = tu_now_ms() + 10000;
-	uint64_t tag = 0, val;
-	while (tag != READY && tu_now_ms() < deadline) {
-		if (pub)
-			crs_pub_serve(pub);
-		if (tu_recv(*chan, &tag, &val, 5) == 0)
-			assert_int_equal(tag, READY);
-	}
-	assert_int_equal(tag, READY);
+	assert_int_equal(tu_serve_expect(pub, *chan, READY, NULL, 10000), 0);
 	return pid;
 }
 

@@ -301,10 +301,10 @@ int tu_recv(int fd, uint64_t *tag, uint64_t *val, int timeout_ms)
 	return 0;
 }
 
-int tu_expect(int fd, uint64_t tag, uint64_t *val, int timeout_ms)
+/* What tu_expect and tu_serve_expect make of tu_recv's result r. */
+static int expected(int r, uint64_t tag, uint64_t t, uint64_t v,
+		    uint64_t *val)
 {
-	uint64_t t, v;
-	int r = tu_recv(fd, &t, &v, timeout_ms);
 	if (r) {
 		fprintf(stderr, "[pid %d] waiting for message %llu: %s\n",
 			(int)getpid(), (unsigned long long)tag, strerror(-r));
@@ -319,6 +319,29 @@ int tu_expect(int fd, uint64_t tag, uint64_t *val, int timeout_ms)
 	if (val)
 		*val = v;
 	return 0;
+}
+
+int tu_expect(int fd, uint64_t tag, uint64_t *val, int timeout_ms)
+{
+	uint64_t t = 0, v = 0;
+	int r = tu_recv(fd, &t, &v, timeout_ms);
+	return expected(r, tag, t, v, val);
+}
+
+int tu_serve_expect(crs_pub *pub, int fd, uint64_t tag, uint64_t *val,
+		    int timeout_ms)
+{
+	int64_t deadline = tu_now_ms() + timeout_ms;
+	uint64_t t = 0, v = 0;
+	int r;
+	for (;;) {
+		if (pub)
+			crs_pub_serve(pub);
+		r = tu_recv(fd, &t, &v, 5);
+		if (r != -ETIMEDOUT || tu_now_ms() >= deadline)
+			break;
+	}
+	return expected(r, tag, t, v, val);
 }
 
 /* ---- payloads ---------------------------------------------------------- */

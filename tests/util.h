@@ -82,6 +82,11 @@ int tu_recv(int fd, uint64_t *tag, uint64_t *val, int timeout_ms);
 /* Receive a message that must carry tag; 0 or a negative error (also
  * -EBADMSG for another tag, which it prints). val may be NULL. */
 int tu_expect(int fd, uint64_t tag, uint64_t *val, int timeout_ms);
+/* Like tu_expect, but serves pub (crs_pub_serve; pub may be NULL) every
+ * 5 ms meanwhile: for a child whose handshake or request the publisher
+ * must answer before it can say anything. */
+int tu_serve_expect(crs_pub *pub, int fd, uint64_t tag, uint64_t *val,
+		    int timeout_ms);
 
 /* ---- checks in children ----------------------------------------------- */
 
