@@ -354,6 +354,7 @@ static __attribute__((noinline, cold)) int claim_slow(struct crs_pub *pub,
 	if (pad)
 		pubring_pad(r, pad);
 	*buf = pubring_take(r, len);
+	pubring_limit_claims(r); /* a frame may start the next lap */
 	return 0;
 }
 
@@ -392,44 +393,46 @@ static inline int commit_count(struct crs_pub *pub)
 	return 0;
 }
 
-/* Park word i has a flag set: wake if due, then count the commit. */
+/* Park word i has a flag set: wake if due. (No tick is: commit_limit
+ * is at most tick_seq.) */
 static __attribute__((noinline, cold)) int commit_wake(struct crs_pub *pub,
 						       int i)
 {
 	struct pub_ring *r = &pub->ring;
 	pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
-	return commit_count(pub);
+	return 0;
 }
 
-/* The end of every commit: wake parked subscribers, count the commit. */
-static inline int commit_end(struct crs_pub *pub)
+/* pubring_commit_slow: retention marks (replay with an age bound),
+ * deferred frames to flush, a fence, a tick; then the rest of the
+ * commit, in that order. */
+static __attribute__((noinline, cold)) int commit_slow(struct crs_pub *pub)
 {
-	int i = pubring_parked(&pub->ring);
-	if (__builtin_expect(i >= 0, 0))
-		return commit_wake(pub, i);
-	return commit_count(pub);
-}
-
-/* pubring_noted: retention marks (replay with an age bound) and deferred
- * frames; then the rest of the commit. */
-static __attribute__((noinline, cold)) int commit_note(struct crs_pub *pub)
-{
-	if (pub->ring.notes)
+	struct pub_ring *r = &pub->ring;
+	if (r->notes)
 		epoch_note(&pub->epoch);
-	if (pub->ring.more)
+	if (r->more)
 		crs_pub_flush(pub);
-	return commit_end(pub);
+	int i = pubring_parked(r);
+	if (i >= 0)
+		pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
+	return commit_count(pub);
 }
 
 static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
 {
-	if (__builtin_expect(pubring_commit(&pub->ring, len, more) != 0, 0))
+	struct pub_ring *r = &pub->ring;
+	if (__builtin_expect(pubring_commit(r, len, more) != 0, 0))
 		return -EINVAL;
 	if (more)
 		return 0; /* deferred: the flush does the rest */
-	if (__builtin_expect(pubring_noted(&pub->ring), 0))
-		return commit_note(pub);
-	return commit_end(pub);
+	if (__builtin_expect(pubring_commit_slow(r), 0))
+		return commit_slow(pub);
+	/* Not fencing: commit_slow takes every commit that fences. */
+	int i = pubring_parked_fenced(r, 0);
+	if (__builtin_expect(i >= 0, 0))
+		return commit_wake(pub, i);
+	return 0;
 }
 
 int crs_pub_commit(crs_pub *pub, size_t len)

@@ -24,26 +24,48 @@ void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
 	r->max_message = max_message;
 	r->replay = replay;
 	r->fences = fences;
-	r->tick_seq = PUB_SERVE_EVERY;
-	r->hold = 1; /* not open yet */
+	pubring_set_parked(r, 0, NULL);
+	pubring_set_tick(r, PUB_SERVE_EVERY);
+	/* Not open yet: claim_limit stays 0. */
+}
+
+/* claim_limit (pubring.h): whenever what it stands for changes. */
+void pubring_limit_claims(struct pub_ring *r)
+{
+	uint64_t lap_end = (r->pos & ~r->mask) + r->ring_size;
+	uint64_t room = r->room_limit >= CRS_FRAME_HEADER
+				? r->room_limit - CRS_FRAME_HEADER
+				: 0;
+	if (!r->open || r->replay)
+		r->claim_limit = 0;
+	else
+		r->claim_limit = room < lap_end ? room : lap_end;
+}
+
+/* commit_limit (pubring.h): whenever what it stands for changes. */
+static void limit_commits(struct pub_ring *r)
+{
+	r->commit_limit = r->notes || r->more || r->fences ? 0 : r->tick_seq;
 }
 
 void pubring_set_open(struct pub_ring *r, int open)
 {
 	r->open = open;
-	r->hold = !open || r->replay;
 	r->claim_end = 0;
+	pubring_limit_claims(r);
 }
 
 void pubring_set_notes(struct pub_ring *r, int notes)
 {
 	r->notes = notes;
+	limit_commits(r);
 }
 
 void pubring_set_limits(struct pub_ring *r, uint64_t credit, uint64_t room)
 {
 	r->credit_limit = credit;
 	r->room_limit = room;
+	pubring_limit_claims(r);
 }
 
 void pubring_hold(struct pub_ring *r)
@@ -51,8 +73,12 @@ void pubring_hold(struct pub_ring *r)
 	pubring_set_limits(r, 0, 0);
 }
 
+/* parked[0] without subscribers (pubring.h): never written. */
+static const _Atomic uint64_t nobody_parked;
+
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 {
+	r->parked[0] = &nobody_parked;
 	for (int k = 0; k < n; k++) {
 		r->parked[k] = &ctls[k]->parked;
 		r->watch[k] = (struct pubring_watch){
@@ -65,12 +91,14 @@ void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 void pubring_set_tick(struct pub_ring *r, int messages)
 {
 	r->tick_seq = r->seq + (uint64_t)messages;
+	limit_commits(r);
 }
 
 void pubring_pad(struct pub_ring *r, uint64_t pad)
 {
 	ring_pad(r->ring, r->mask, r->pos, pad);
 	r->pos += pad;
+	pubring_limit_claims(r);
 }
 
 void pubring_mirror(struct pub_ring *r)
@@ -158,6 +186,7 @@ int pubring_flush(struct pub_ring *r)
 	/* After the headers of every frame behind it (ring.h). */
 	ring_publish(r->ring, r->mask, r->more_pos, r->more_word);
 	r->more = 0;
+	limit_commits(r);
 	uint64_t n = r->seq - r->more_seq; /* plain commits behind it too */
 	pubring_wake_if_parked(r);
 	pubring_mirror(r);

@@ -5,8 +5,8 @@
  * bottom layer of the publisher (pub.h says how the parts stack): it
  * knows nothing of subscribers' sockets, epochs or retention. The parts
  * above set what it steers by (pubring_set_limits, pubring_set_open,
- * pubring_set_parked) and act on what it reports (pubring_noted, a tick
- * due).
+ * pubring_set_parked) and act on what it reports (pubring_commit_slow,
+ * pubring_count).
  * Only pubring.h and pubring.c write struct pub_ring.
  *
  * Wakeups follow park.h. As a waker, commit stores the frame header and
@@ -62,7 +62,12 @@ struct pub_ring {
 		pubring_v2u64 seq_bytes;
 	};
 	uint64_t credit_limit; /* may publish while seq < credit_limit */
-	uint64_t room_limit;   /* frames must end 8 bytes before this */
+	/* A claim takes the fast path while its frame ends at or before
+	 * this position: the room limit less the next header slot, and the
+	 * end of the ring's current lap (a frame never wraps), or 0 while
+	 * claims go the slow way (pubring_limit_claims). One test for
+	 * three. */
+	uint64_t claim_limit;
 	/* Where the open claim's payload would end + 1: pos + len + 1. A
 	 * claim is open while claim_end > pos (pubring_claim_open); a
 	 * commit of the claimed length moves pos past it (a frame takes
@@ -76,23 +81,30 @@ struct pub_ring {
 	 * 4-byte value just stored from the store buffer and waits for
 	 * every older store to reach the cache. */
 	uint64_t claim_end;
-	uint64_t hold;	    /* claims take the slow path: not open, or replay */
+	/* Commits take the slow path once seq reaches this: at the tick,
+	 * or at once while they note, flush or fence (pubring_limit_commits).
+	 * One test for four. */
+	uint64_t commit_limit;
 	int more;	    /* deferred frames wait for a flush */
 	uint64_t more_pos;  /* the first one: its header is stored last */
 	uint64_t more_word; /* and is this */
 	uint64_t more_seq;  /* seq and bytes before the first one: what */
 	uint64_t more_bytes; /* readers can see until the flush */
-	int notes;  /* commits are noted (pubring_noted): retention marks */
+	int notes;  /* commits are noted (epoch_note): retention marks */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
 	uint32_t signal;   /* our copy of data_signal */
-	uint64_t tick_seq; /* the next tick is due once seq reaches it */
 	int nparked;
-	_Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
+	/* The park words of nparked subscribers; without any, parked[0]
+	 * is a word of our own that stays 0. */
+	const _Atomic uint64_t *parked[CRS_SUBSCRIBERS_MAX];
 	struct crs_data_header *hdr;
-	/* Read only when a park word says a wake may be due. */
+	/* Read on slow paths: what claim_limit and commit_limit stand for,
+	 * and what a wake that a park word says may be due reads. */
 	int open;   /* connected: claims are allowed (epoch.c says) */
 	int replay; /* CRS_MODE_REPLAY: every claim goes the slow way */
+	uint64_t room_limit; /* frames must end 8 bytes before this */
+	uint64_t tick_seq;   /* the next tick is due once seq reaches it */
 	struct pubring_watch watch[CRS_SUBSCRIBERS_MAX];
 };
 
@@ -102,7 +114,7 @@ void pubring_init(struct pub_ring *r, struct crs_data_header *hdr,
 		  int fences);
 /* Claims allowed (connected) or not; a closed ring also ends a claim. */
 void pubring_set_open(struct pub_ring *r, int open);
-/* Commits are noted (pubring_noted): retention keeps age marks. */
+/* Commits are noted (epoch_note): retention keeps age marks. */
 void pubring_set_notes(struct pub_ring *r, int notes);
 /* The limits control_recompute found (serve.c); pubring_hold: none
  * until the next recompute (the subscriber set or the epoch changed). */
@@ -113,6 +125,8 @@ void pubring_hold(struct pub_ring *r);
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls);
 /* Messages until the next tick (pubring_count). */
 void pubring_set_tick(struct pub_ring *r, int messages);
+/* After a claim on the slow path: the lap may have changed. */
+void pubring_limit_claims(struct pub_ring *r);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
 /* pubring_wake_if_parked's slow path, from park word i on (w: its
@@ -168,14 +182,11 @@ static inline void *pubring_take(struct pub_ring *r, size_t len)
 static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 {
 	uint64_t frame = frame_size(len);
-	uint64_t off = r->pos & r->mask;
 	/* Everything unusual in one test: the cached limits say whether
 	 * demand and room allow it (control_recompute refreshes them). */
-	if (__builtin_expect(pubring_claim_open(r) || r->hold ||
-				     len > r->max_message ||
+	if (__builtin_expect(pubring_claim_open(r) || len > r->max_message ||
 				     r->seq >= r->credit_limit ||
-				     ring_end(r->pos, frame) > r->room_limit ||
-				     ring_wraps(off, frame, r->ring_size),
+				     r->pos + frame > r->claim_limit,
 			     0))
 		return 1;
 	*buf = pubring_take(r, len);
@@ -189,8 +200,8 @@ static inline void pubring_abort(struct pub_ring *r)
 
 /* After a commit: the first park word with a flag set (a subscriber
  * sleeps, or asks for fences), or -1; pubring_wake_from(i) takes it
- * from there. */
-static inline int pubring_parked(const struct pub_ring *r)
+ * from there. fenced: r->fences, or 0 where the caller knows it is. */
+static inline int pubring_parked_fenced(const struct pub_ring *r, int fenced)
 {
 	/* Orders the header store of the commit before the loads of the
 	 * park words: pairs with the fence in park_begin() after
@@ -198,12 +209,29 @@ static inline int pubring_parked(const struct pub_ring *r)
 	 * word that needs the order carries CRS_PARK_FENCE, and one
 	 * without it is covered by the membarrier() its subscriber runs
 	 * before relying on the fence (park.h). */
-	park_waker_fence(r->fences);
-	for (int i = 0; i < r->nparked; i++)
+	park_waker_fence(fenced);
+	/* parked[0] is always there to load (pubring_set_parked): the
+	 * common single subscriber costs one test, no loop. */
+	if (__builtin_expect(shm_load_relaxed(r->parked[0]) >> 32 != 0, 0))
+		return 0;
+	for (int i = 1; i < r->nparked; i++)
 		if (__builtin_expect(shm_load_relaxed(r->parked[i]) >> 32 != 0,
 				     0))
 			return i;
 	return -1;
+}
+
+static inline int pubring_parked(const struct pub_ring *r)
+{
+	return pubring_parked_fenced(r, r->fences);
+}
+
+/* After a commit: the slow path is due (a tick, a note, a flush or a
+ * fence: pubring_limit_commits). Otherwise it only wakes
+ * (pubring_parked_fenced(r, 0)): commits do not fence then. */
+static inline int pubring_commit_slow(const struct pub_ring *r)
+{
+	return r->seq >= r->commit_limit;
 }
 
 /* After a commit: wake subscribers parked on the current signal. */
@@ -226,8 +254,8 @@ static inline int pubring_count(const struct pub_ring *r)
 /* Commit len bytes of the open claim; more: defer its header to the
  * next flush (then nothing is left to do). Returns 0 or -EINVAL (no
  * claim, or longer than claimed). Without more, the caller goes on
- * with its note if pubring_noted says so, wakes (pubring_parked) and
- * counts the commit (pubring_count). */
+ * with its slow path if pubring_commit_slow says so (note, flush, fence,
+ * wake, count), else it only wakes (pubring_parked_fenced(r, 0)). */
 static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 {
 	uint64_t pos = r->pos;
@@ -245,6 +273,7 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 		 * the flush; readers stop at it until then, also at the
 		 * frames behind it whose headers are stored now. */
 		r->more = 1;
+		r->commit_limit = 0; /* the next plain commit flushes */
 		r->more_pos = pos;
 		r->more_word = frame_word(pos, (uint32_t)len);
 		r->more_seq = r->seq;
@@ -257,13 +286,6 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 	r->pos = next;
 	r->seq_bytes += (pubring_v2u64){ 1, len };
 	return 0;
-}
-
-/* After a commit: does the caller note it first (retention marks), or
- * flush deferred frames? */
-static inline int pubring_noted(const struct pub_ring *r)
-{
-	return r->notes | r->more;
 }
 
 #endif

@@ -206,27 +206,32 @@ static inline int sub_record_allows(const struct crs_sub *sub, uint64_t pos)
 	       pos < sub->stop_pos;
 }
 
-/* The hot test of the frame at pos: 1 with its length if it is a
- * committed message that lies inside the ring and within max_message,
+/* The hot test of word, the committed header at pos: 1 with its length
+ * if it is a message that lies inside the ring and within max_message,
  * before the end of our epoch as far as we know it (sub_record_allows);
- * 0 for anything else (nothing yet, padding, a record to look at, the
- * end of the epoch, a corrupt header), which
- * sub_next_slow() sorts out with ring_check(). */
-static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
-			   uint64_t *len)
+ * 0 for anything else (padding, a record to look at, the end of the
+ * epoch, a corrupt header), which sub_next_slow() sorts out with
+ * ring_check(). */
+static inline int sub_readable(const struct crs_sub *sub, uint64_t word,
+			       uint64_t pos, uint64_t *len)
 {
-	uint64_t word = ring_load(&sub->ring, pos);
-	if (!ring_committed(word, pos))
-		return 0;
-	/* After that acquire: a terminal record the publisher wrote before
-	 * this frame (an epoch ended here, the next one's frames follow;
-	 * or we were evicted) is visible now. */
+	/* After the acquire that showed the frame: a terminal record the
+	 * publisher wrote before it (an epoch ended here, the next one's
+	 * frames follow; or we were evicted) is visible now. */
 	if (__builtin_expect(!sub_record_allows(sub, pos), 0))
 		return 0;
 	if (__builtin_expect(!ring_message_fits(&sub->ring, word, pos), 0))
 		return 0;
 	*len = frame_word_len_flags(word);
 	return 1;
+}
+
+/* sub_readable() of the frame at pos, 0 if none is committed there. */
+static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
+			   uint64_t *len)
+{
+	uint64_t word = ring_load(&sub->ring, pos);
+	return ring_committed(word, pos) && sub_readable(sub, word, pos, len);
 }
 
 /* Step over committed padding frames at pos (they need no demand), but
@@ -359,22 +364,27 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 	}
 }
 
+/* sub_next's hot path: 1 with the length of the message at pos if it
+ * may be read now, 0 if sub_next_slow must look. */
+static inline int sub_next_hot(struct crs_sub *sub, uint64_t *len)
+{
+	if (__builtin_expect(sub->cold || sub->received >= sub->requested, 0))
+		return 0;
+	/* The release found this header committed (acquire) and checks it
+	 * no more: an eviction or an end since sends us the slow way. */
+	uint64_t word = sub->ready;
+	if (__builtin_expect(word != 0, 1))
+		return sub_readable(sub, word, sub->pos, len);
+	return sub_peek(sub, sub->pos, len);
+}
+
 /* Find the next message at pos, skipping padding. Returns 1 with its
  * length, 0 if none yet (within demand), -CRS_EEND if the stream ended
  * (-CRS_EGAP: a new publisher to report). */
 static inline int sub_next(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(!sub->cold && sub->received < sub->requested, 1)) {
-		/* The release looked; an eviction since ends us at once. */
-		if (__builtin_expect(sub->ready != 0 &&
-					     sub_record_allows(sub, sub->pos),
-				     1)) {
-			*len = sub->ready - 1;
-			return 1;
-		}
-		if (sub_peek(sub, sub->pos, len))
-			return 1;
-	}
+	if (sub_next_hot(sub, len))
+		return 1;
 	return sub_next_slow(sub, len);
 }
 
@@ -492,9 +502,11 @@ static inline __attribute__((always_inline)) void sub_release(
 	sub->pos = pos;
 	sub->seq += n;
 	sub->received += n;
-	uint64_t len = 0;
-	int next = sub_peek(sub, pos, &len);
-	sub->ready = next ? len + 1 : 0;
+	/* A committed header at pos, for the next poll or take (which
+	 * checks it: sub_next_hot) and for the test below. */
+	uint64_t word = ring_load(&sub->ring, pos);
+	int next = ring_committed(word, pos);
+	sub->ready = next ? word : 0;
 	/* Batched, but never hidden: at the end of what was published (the
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
 	 * no frame we may read follows), and at the first release after
@@ -514,6 +526,16 @@ void crs_sub_release(crs_sub *sub)
 	sub_release(sub);
 }
 
+/* Hand out the message of len at pos, held until the next release. */
+static inline int sub_hand_out(struct crs_sub *sub, uint64_t len,
+			       struct crs_msg *msg)
+{
+	sub_view(sub, sub->pos, len, sub->seq, sub->at.seg.stream_id, msg);
+	sub->held = 1;
+	sub->held_end = sub->pos + frame_size(len);
+	return 1;
+}
+
 static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 {
 	uint64_t len = 0;
@@ -522,10 +544,7 @@ static inline int sub_poll(struct crs_sub *sub, struct crs_msg *msg)
 	int r = sub_next(sub, &len);
 	if (r != 1)
 		return r;
-	sub_view(sub, sub->pos, len, sub->seq, sub->at.seg.stream_id, msg);
-	sub->held = 1;
-	sub->held_end = sub->pos + frame_size(len);
-	return 1;
+	return sub_hand_out(sub, len, msg);
 }
 
 /* The application has been told of the end (or of the new publisher). */
@@ -544,15 +563,34 @@ static void sub_told(struct crs_sub *sub, int r)
  * cold, so the 1:1 hot paths of poll, take and release never test for
  * one: it shows on their slow paths only (SUB_MERGED, and a release with
  * nothing held). */
-int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+static __attribute__((noinline)) int poll_slow(struct crs_sub *sub,
+					       struct crs_msg *msg)
 {
-	int r = sub_poll(sub, msg);
+	int r;
+	if (sub->held) {
+		r = sub_poll(sub, msg);
+	} else {
+		uint64_t len = 0;
+		r = sub_next_slow(sub, &len); /* sub_next_hot said no */
+		if (r == 1)
+			r = sub_hand_out(sub, len, msg);
+	}
 	if (__builtin_expect(r < 0, 0)) {
 		if (r == SUB_MERGED)
 			return merge_poll(sub, msg, 1, 0);
 		sub_told(sub, r);
 	}
 	return r;
+}
+
+/* The hot path calls nothing, so it needs no stack frame: anything else
+ * (a release first, no message at once, an end) is poll_slow's. */
+int crs_sub_poll(crs_sub *sub, struct crs_msg *msg)
+{
+	uint64_t len;
+	if (__builtin_expect(sub->held != 0 || !sub_next_hot(sub, &len), 0))
+		return poll_slow(sub, msg);
+	return sub_hand_out(sub, len, msg);
 }
 
 /* Up to max views (and, with max_bytes, no more payload than that

@@ -41,10 +41,10 @@ struct crs_sub {
 	 * (sub_plan_publish) or pos is publish_step past published_pos:
 	 * two tests instead of three counters to keep. */
 	uint64_t publish_due;
-	/* The message at pos that the last release found committed and
-	 * checked (sub_peek): its length + 1, or 0 if none was. Valid
-	 * while nothing is held: the next poll or take hands it out
-	 * without loading its header again. */
+	/* The header word at pos that the last release found committed
+	 * (an acquire load), or 0 if none was. Valid while nothing is
+	 * held: the next poll or take checks it (sub_next_hot) without
+	 * loading it again. */
 	uint64_t ready;
 	/* sub_keep_distance: times sub_next found no message at once, and
 	 * received and that count where its window began. */
