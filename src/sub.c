@@ -66,6 +66,12 @@ void crs_sub_opts_init(struct crs_sub_opts *o)
 	o->handshake_ms = DEFAULT_HANDSHAKE_MS;
 }
 
+/* After cold or requested changed: what sub_next_hot reads by. */
+static void sub_limit_reads(struct crs_sub *sub)
+{
+	sub->read_limit = sub->cold ? 0 : sub->requested;
+}
+
 /* The first end seen is the one reported. */
 static void sub_end(struct crs_sub *sub, int code, const char *message)
 {
@@ -73,6 +79,7 @@ static void sub_end(struct crs_sub *sub, int code, const char *message)
 		return;
 	sub->ended = 1;
 	sub->cold = 1;
+	sub_limit_reads(sub);
 	sub->end.code = code;
 	memset(sub->end.message, 0, sizeof(sub->end.message));
 	if (message)
@@ -368,8 +375,8 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
  * may be read now, 0 if sub_next_slow must look. */
 static inline int sub_next_hot(struct crs_sub *sub, uint64_t *len)
 {
-	if (__builtin_expect(sub->cold || sub->received >= sub->requested, 0))
-		return 0;
+	if (__builtin_expect(sub->received >= sub->read_limit, 0))
+		return 0; /* no demand, or cold */
 	/* The release found this header committed (acquire) and checks it
 	 * no more: an eviction or an end since sends us the slow way. */
 	uint64_t word = sub->ready;
@@ -470,6 +477,7 @@ static __attribute__((noinline, cold)) void release_publish(struct crs_sub *sub,
 	if (sub->since_request >= sub->replenish) {
 		sub->requested = credit_add(sub->requested, sub->since_request);
 		sub->since_request = 0;
+		sub_limit_reads(sub);
 	}
 	sub_publish(sub);
 	/* Streaming: over the last SLIP_WINDOW messages or more, sub_next
@@ -555,6 +563,7 @@ static void sub_told(struct crs_sub *sub, int r)
 	} else if (r == -CRS_EGAP) {
 		sub->gap_pending = 0;
 		sub->ended = sub->end_delivered = sub->cold = 0;
+		sub_limit_reads(sub);
 		memset(&sub->end, 0, sizeof(sub->end));
 	}
 }
@@ -660,6 +669,7 @@ int crs_sub_request(crs_sub *sub, uint64_t n)
 		return -EINVAL;
 	}
 	sub->requested = credit_add(sub->requested, n);
+	sub_limit_reads(sub);
 	if (!sub->ctl)
 		return 0; /* published when the stream is open */
 	sub_publish(sub);
@@ -956,6 +966,7 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 	} else {
 		sub->cold = 0;
 	}
+	sub_limit_reads(sub);
 	if (sub->requested)
 		sub_publish(sub); /* plans the next one too */
 	else
@@ -1014,6 +1025,7 @@ static int sub_cold(struct crs_sub *sub, uint64_t *len)
 		return -CRS_EGAP;
 	if (!sub->ended) {
 		sub->cold = 0; /* opened: read */
+		sub_limit_reads(sub);
 		return sub_next(sub, len);
 	}
 	if (!sub->follow || !sub->end_delivered)
@@ -1061,6 +1073,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	sub->replenish = o.prefetch ? credit_replenish(o.prefetch) : UINT64_MAX;
 	sub->requested = o.prefetch; /* published once attached */
 	sub->cold = 1;
+	sub_limit_reads(sub);
 	err = ipc_waitset_new(&sub->ws);
 	int merged = !err && merge_wanted(name, &o);
 	if (merged)

@@ -28,6 +28,9 @@ struct crs_sub {
 	uint64_t seq;
 	uint64_t requested; /* total, saturating */
 	uint64_t received;
+	/* requested, or 0 while cold (sub_limit_reads): the hot path
+	 * reads on while received is below it, one test for two. */
+	uint64_t read_limit;
 	uint32_t prefetch;
 	uint64_t replenish; /* request again after this many (prefetch) */
 	/* Messages received since the last request, as far as received
