@@ -517,10 +517,13 @@ static inline __attribute__((always_inline)) void sub_release(
 	sub->ready = next ? word : 0;
 	/* Batched, but never hidden: at the end of what was published (the
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
-	 * no frame we may read follows), and at the first release after
-	 * the publisher asked (pub_want_progress). */
+	 * no frame follows, or our epoch stops here as far as we know; a
+	 * record that came out since the last poll sends the next poll the
+	 * slow way, which publishes), and at the first release after the
+	 * publisher asked (pub_want_progress). */
 	if (__builtin_expect(
-		    !next || sub->received >= sub->publish_due ||
+		    !next || pos >= sub->stop_pos ||
+			    sub->received >= sub->publish_due ||
 			    pos - sub->published_pos >= sub->publish_step ||
 			    shm_load_relaxed(
 				    &sub->hdr->signal.progress_wanted) !=

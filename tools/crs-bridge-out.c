@@ -48,8 +48,11 @@ struct out {
 	int timer_fd;
 	uint64_t sid; /* the local stream's id */
 
-	struct entry *win; /* the window, oldest first, by seq */
-	uint32_t head, len;
+	/* The window, oldest first, by seq: the messages demand let in
+	 * (o->window at most) and one slot more for the final message,
+	 * which comes without demand. */
+	struct entry *win;
+	uint32_t head, len, slots;
 
 	/* Where the JetStream stream stands, as of the last resync. */
 	uint64_t js_last_sseq;
@@ -88,7 +91,7 @@ static void on_signal(int sig)
 
 static struct entry *at(struct out *b, uint32_t i)
 {
-	return &b->win[(b->head + i) % b->o->window];
+	return &b->win[(b->head + i) % b->slots];
 }
 
 /* A message for seq with its id and the expectation that keeps the
@@ -138,7 +141,7 @@ static void send_entry(struct out *b, struct entry *e)
 static void enqueue(struct out *b, uint64_t seq, const void *data, size_t len,
 		    int end)
 {
-	if (b->len == b->o->window) { /* demand never allows it */
+	if (b->len >= b->o->window + (uint32_t)end) { /* demand never allows it */
 		fprintf(stderr, "crs-bridge: window overrun\n");
 		b->fatal = 1;
 		return;
@@ -213,7 +216,7 @@ static void pop_acked(struct out *b)
 			b->done = 1;
 		natsMsg_Destroy(e->msg);
 		e->msg = NULL;
-		b->head = (b->head + 1) % b->o->window;
+		b->head = (b->head + 1) % b->slots;
 		b->len--;
 		b->fig.acked++;
 	}
@@ -433,7 +436,8 @@ int bridge_out(const struct bridge_opts *o)
 		return 1;
 	b->o = o;
 	b->fig.dir = "out";
-	b->win = calloc(o->window, sizeof(*b->win));
+	b->slots = o->window + 1;
+	b->win = calloc(b->slots, sizeof(*b->win));
 	int status = 1;
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGINT, &sa, NULL);

@@ -370,6 +370,11 @@ static void far_end(crs_sub *sub, int code, const char *message)
 	int r = tu_sub_next(sub, &m, 60000);
 	if (r == 1)
 		fprintf(stderr, "far: one more message (%zu bytes)\n", m.len);
+	if (r != -CRS_EEND) {
+		fprintf(stderr, "far: %s instead of the end\n",
+			r == 0 ? "nothing for 60 s" : "a message");
+		show_logs();
+	}
 	assert_int_equal(r, -CRS_EEND);
 	const struct crs_end *e = crs_sub_end(sub);
 	if (e->code != code || (message && strcmp(e->message, message)))
@@ -729,6 +734,44 @@ static void test_acks_ignored(void **state)
 	origin_finish(pid, chan);
 }
 
+/* The local stream ends while the window is full: nothing acked yet
+ * (the server stopped), demand all used. The end needs no demand, so it
+ * comes anyway, and bridge out must keep it for the server instead of
+ * failing ("window overrun" before) and losing it. */
+static void test_end_behind_full_window(void **state)
+{
+	(void)state;
+	const uint64_t window = 32;
+	struct origin o = { .n = 2 * window, .pause_at = window };
+	tu_name(o.name, sizeof(o.name), "full");
+	int chan;
+	pid_t pid = origin_start(&o, &chan);
+	struct bridge out, in;
+	bridge_args(&out, "full-out", "out", o.name, "--nats", srv.url,
+		    "--subject", "full", "--memory", "--window", "32",
+		    "--json", NULL);
+	bridge_args(&in, "full-in", "in", "--nats", srv.url, "--subject",
+		    "full", "--durable", "f", "far-full", NULL);
+	bridge_run(&out);
+	bridge_run(&in);
+	crs_sub *sub = far_open("far-full", 256);
+	uint64_t next = 0;
+	far_read(sub, &next, window); /* stored: acked, window empty */
+	assert_int_equal(tu_expect(chan, O_PAUSED, NULL, 60000), 0);
+	tu_sleep_ms(300); /* the acks reach bridge out, it asks for 32 */
+	assert_int_equal(kill(srv.pid, SIGSTOP), 0);
+	assert_int_equal(tu_send(chan, O_GO, 0), 0);
+	assert_int_equal(tu_expect(chan, O_DONE, NULL, 60000), 0);
+	tu_sleep_ms(500); /* bridge out takes the 32 and the end, unacked */
+	assert_int_equal(kill(srv.pid, SIGCONT), 0);
+	far_read(sub, &next, o.n);
+	far_end(sub, 0, NULL);
+	crs_sub_close(sub);
+	assert_int_equal(bridge_wait(&out, 30000), 0);
+	assert_int_equal(bridge_wait(&in, 30000), 0);
+	origin_finish(pid, chan);
+}
+
 /* The server gone for longer than --outage: the far stream ends with
  * EHOSTUNREACH and says why; bridge out exits 1 saying why. */
 static void test_outage_limit(void **state)
@@ -867,6 +910,7 @@ int main(int argc, char **argv)
 		BRIDGE_TEST(test_kill_bridges),
 		BRIDGE_TEST(test_server_restart),
 		BRIDGE_TEST(test_acks_ignored),
+		BRIDGE_TEST(test_end_behind_full_window),
 		BRIDGE_TEST(test_outage_limit),
 		BRIDGE_TEST(test_garbage),
 	};
