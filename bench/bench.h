@@ -71,6 +71,10 @@ enum section {
 struct config {
 	int rounds;
 	int quick, json, pin, verbose;
+	/* --block-cpu: both sides of every blocking ping-pong on block_cpu,
+	 * so that every transport is measured at the same placement (a wake
+	 * across CPUs costs what waking an idle vCPU costs; latency.c) */
+	int block_pin, block_cpu;
 	unsigned sections;
 	size_t sizes[MAX_SIZES]; /* throughput sizes */
 	int nsizes;

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -77,6 +78,10 @@ static void usage(FILE *f)
 		"  --probe N           cache-line probe round trips (default "
 		"10000)\n"
 		"  --pin               senders on CPU 0, receivers on CPU 1\n"
+		"  --block-cpu N       both sides of blocking ping-pongs on CPU N "
+		"(one placement\n"
+		"                      for every transport; default: where the "
+		"scheduler puts them)\n"
 		"  --verbose           one line per measurement on stderr\n"
 		"Your own pattern (--section pattern): 1 publisher -> --subs "
 		"subscribers, blocking,\n"
@@ -254,6 +259,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{ "idle-pause", required_argument, 0, 'I' },
 		{ "probe", required_argument, 0, 'p' },
 		{ "pin", no_argument, 0, 'P' },
+		{ "block-cpu", required_argument, 0, 'B' },
 		{ "list", no_argument, 0, 'l' },
 		{ "verbose", no_argument, 0, 'v' },
 		{ "rate", required_argument, 0, 'a' },
@@ -393,6 +399,20 @@ static int parse_args(int argc, char **argv, struct config *c)
 				return -1;
 			}
 			break;
+		case 'B': {
+			long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+			char *end;
+			long cpu = strtol(optarg, &end, 10);
+			if (*optarg == 0 || *end || cpu < 0 || cpu >= ncpu ||
+			    cpu >= CPU_SETSIZE) {
+				fprintf(stderr, "--block-cpu: 0..%ld\n",
+					ncpu - 1);
+				return -1;
+			}
+			c->block_pin = 1;
+			c->block_cpu = (int)cpu;
+			break;
+		}
 		case 'p':
 			c->pp_trips = (uint32_t)strtoul(optarg, NULL, 0);
 			if (c->pp_trips < 500) {

@@ -590,9 +590,17 @@ void lat_list(FILE *f)
 
 /* ---- the two sides ------------------------------------------------------- */
 
+/* --block-cpu: a blocking ping-pong's side goes to its CPU. */
+static void place(const struct pp *p)
+{
+	if (p->cfg->block_pin && !strcmp(p->sc->mode, "block"))
+		pin_to(1, p->cfg->block_cpu);
+}
+
 static int side_a(void *arg, int who)
 {
 	struct pp *p = arg;
+	place(p);
 	struct proc_rep *rep = &p->ctl->rep[who];
 	void *ep = p->sc->open(p, who);
 	if (!ep) {
@@ -642,6 +650,7 @@ static int side_a(void *arg, int who)
 static int side_b(void *arg, int who)
 {
 	struct pp *p = arg;
+	place(p);
 	struct proc_rep *rep = &p->ctl->rep[who];
 	void *ep = p->sc->open(p, who);
 	if (!ep) {

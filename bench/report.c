@@ -411,6 +411,9 @@ void report_table(const struct config *cfg, const struct results *res)
 	       cfg->pin ? "pinned" : "not pinned");
 	printf("load %s -> %s; wall %.1f s\n", res->load0, res->load1,
 	       res->wall);
+	if (cfg->block_pin)
+		printf("blocking ping-pongs: both sides on CPU %d\n",
+		       cfg->block_cpu);
 	if (aeron_about())
 		printf("aeron: %s\n", aeron_about());
 	printf("probe after each measurement (%d): cache-line round trip "
@@ -804,6 +807,7 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 	tool_json_str(f, res->load1);
 	fprintf(f, "},\n  \"config\": {\"rounds\": %d, \"quick\": %s, "
 		   "\"ring_bytes\": %" PRIu64 ", \"pin\": %s, "
+		   "\"block_cpu\": %d, "
 		   "\"throughput_window_s\": %.3f, \"latency_max_s\": %.3f, "
 		   "\"latency_max_trips\": %u, \"idle_pause\": %u, "
 		   "\"idle_pause_ns\": %.1f, \"wake_subscribers\": %d, "
@@ -811,7 +815,8 @@ void report_json(const struct config *cfg, const struct results *res, FILE *f)
 		   ", \"catchup_bytes\": %" PRIu64 ", \"catchup_msg\": %zu, "
 		   "\"zmq\": %s, \"aeron\": ",
 		cfg->rounds, cfg->quick ? "true" : "false", cfg->ring_bytes,
-		cfg->pin ? "true" : "false", cfg->tp_secs, cfg->lat_secs,
+		cfg->pin ? "true" : "false",
+		cfg->block_pin ? cfg->block_cpu : -1, cfg->tp_secs, cfg->lat_secs,
 		cfg->lat_trips, cfg->idle_pause, m.pause_ns, cfg->wake_subs,
 		cfg->wake_rounds, cfg->catchup_ring, cfg->catchup_bytes,
 		cfg->catchup_msg, cfg->have_zmq ? "true" : "false");

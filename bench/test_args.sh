@@ -32,6 +32,8 @@ usage_error "--rounds needs an argument" --rounds
 usage_error "unexpected argument 'extra'" extra
 usage_error "--section: unknown nope" --section nope
 usage_error "--rounds: 1..50" --rounds 0
+usage_error "--block-cpu: 0.." --block-cpu 4096
+usage_error "--block-cpu: 0.." --block-cpu one
 usage_error "--size: values" --size 3
 usage_error "exceeds ring/4" --lat-size 4M --ring 8M
 usage_error "--subs: bad value '9'" --section pattern --subs 9

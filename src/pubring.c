@@ -73,8 +73,9 @@ void pubring_hold(struct pub_ring *r)
 	pubring_set_limits(r, 0, 0);
 }
 
-/* parked[0] without subscribers (pubring.h): never written. */
-static const _Atomic uint64_t nobody_parked;
+/* parked[0] without subscribers (pubring.h): never written. Not const:
+ * a 64-bit atomic load may need writable memory on some 32-bit targets. */
+static _Atomic uint64_t nobody_parked;
 
 void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 {

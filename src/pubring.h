@@ -75,14 +75,15 @@ struct pub_ring {
 	 * The hot path keeps its stores few: while a store waits for a
 	 * ring line the reader took, the ones behind it fill the store
 	 * buffer, and then the publisher stalls (a few more stores per
-	 * message halve the rate at 32 B). hold is a 64-bit word beside
-	 * it for a like reason: the claim's test of the two must not
-	 * become one 8-byte load of two 4-byte fields, which cannot take a
-	 * 4-byte value just stored from the store buffer and waits for
-	 * every older store to reach the cache. */
+	 * message halve the rate at 32 B). The words the claim tests are
+	 * 64-bit for a like reason: a test of two 4-byte fields must not
+	 * become one 8-byte load, which cannot take a 4-byte value just
+	 * stored from the store buffer and waits for every older store to
+	 * reach the cache. */
 	uint64_t claim_end;
 	/* Commits take the slow path once seq reaches this: at the tick,
-	 * or at once while they note, flush or fence (pubring_limit_commits).
+	 * or at once while they note, flush or fence (limit_commits in
+	 * pubring.c).
 	 * One test for four. */
 	uint64_t commit_limit;
 	int more;	    /* deferred frames wait for a flush */
@@ -227,7 +228,7 @@ static inline int pubring_parked(const struct pub_ring *r)
 }
 
 /* After a commit: the slow path is due (a tick, a note, a flush or a
- * fence: pubring_limit_commits). Otherwise it only wakes
+ * fence: limit_commits in pubring.c). Otherwise it only wakes
  * (pubring_parked_fenced(r, 0)): commits do not fence then. */
 static inline int pubring_commit_slow(const struct pub_ring *r)
 {

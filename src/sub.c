@@ -336,6 +336,9 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 							 uint64_t *len)
 {
 	sub->nones++;
+	/* What the last release cached is for the hot path only: here pos
+	 * may move (padding), so the next poll loads its header again. */
+	sub->ready = 0;
 	if (sub_quiet(sub))
 		return 0;
 	if (sub->cold)
@@ -511,19 +514,19 @@ static inline __attribute__((always_inline)) void sub_release(
 	sub->seq += n;
 	sub->received += n;
 	/* A committed header at pos, for the next poll or take (which
-	 * checks it: sub_next_hot) and for the test below. */
+	 * checks its fit: sub_next_hot) and for the test below. */
 	uint64_t word = ring_load(&sub->ring, pos);
-	int next = ring_committed(word, pos);
-	sub->ready = next ? word : 0;
+	int committed = ring_committed(word, pos);
+	sub->ready = committed ? word : 0;
+	/* A frame follows that our epoch lets us read (after the acquire:
+	 * see sub_readable). */
+	int next = committed && sub_record_allows(sub, pos);
 	/* Batched, but never hidden: at the end of what was published (the
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
-	 * no frame follows, or our epoch stops here as far as we know; a
-	 * record that came out since the last poll sends the next poll the
-	 * slow way, which publishes), and at the first release after the
-	 * publisher asked (pub_want_progress). */
+	 * no frame we may read follows), and at the first release after
+	 * the publisher asked (pub_want_progress). */
 	if (__builtin_expect(
-		    !next || pos >= sub->stop_pos ||
-			    sub->received >= sub->publish_due ||
+		    !next || sub->received >= sub->publish_due ||
 			    pos - sub->published_pos >= sub->publish_step ||
 			    shm_load_relaxed(
 				    &sub->hdr->signal.progress_wanted) !=
