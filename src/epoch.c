@@ -163,6 +163,11 @@ static void end_epoch(struct pub_epoch *e, uint32_t state, int code,
 			     message);
 		m->end_pos = r->pos;
 	}
+	/* A subscriber that read its last message before its record came
+	 * out and releases it after (the release tests no record): it
+	 * publishes its position all the same, even if the next epoch's
+	 * frames follow at once (committed after this, so it sees both). */
+	pubring_want_progress(r);
 	pubring_hold(r); /* recompute */
 	/* No fence needed before the wake: each record's state is a
 	 * release store (terminal_put), pubring_wake_all() changes

@@ -119,6 +119,13 @@ void pubring_mirror(struct pub_ring *r)
 	shm_store_release(&st->mirror_seq, v + 2);
 }
 
+void pubring_want_progress(struct pub_ring *r)
+{
+	/* Relaxed: nothing is read behind it (a subscriber that sees it
+	 * only publishes once more). */
+	shm_inc(&r->hdr->signal.progress_wanted);
+}
+
 void pubring_wake_all(struct pub_ring *r)
 {
 	r->signal++;

@@ -130,6 +130,9 @@ void pubring_set_tick(struct pub_ring *r, int messages);
 void pubring_limit_claims(struct pub_ring *r);
 /* Wake every parked subscriber (unconditionally: terminal signals). */
 void pubring_wake_all(struct pub_ring *r);
+/* Ask subscribers to publish their consumed position at their next
+ * release (progress_wanted). */
+void pubring_want_progress(struct pub_ring *r);
 /* pubring_wake_if_parked's slow path, from park word i on (w: its
  * value, with a flag set): fence if asked, then wake if one sleeps on
  * the signal. */

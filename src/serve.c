@@ -589,11 +589,10 @@ int control_serve_due(const struct pub_control *c, int64_t now)
 }
 
 /* Ask subscribers to publish their consumed position at their next
- * release (crs_sub_release reads progress_wanted; relaxed: nothing is
- * read behind it). */
+ * release. */
 static void want_progress(struct pub_control *c)
 {
-	shm_inc(&c->ring->hdr->signal.progress_wanted);
+	pubring_want_progress(c->ring);
 }
 
 /* Holding the stream back (no demand left in lockstep, or unread

@@ -518,13 +518,15 @@ static inline __attribute__((always_inline)) void sub_release(
 	uint64_t word = ring_load(&sub->ring, pos);
 	int committed = ring_committed(word, pos);
 	sub->ready = committed ? word : 0;
-	/* A frame follows that our epoch lets us read (after the acquire:
-	 * see sub_readable). */
-	int next = committed && sub_record_allows(sub, pos);
+	/* A frame follows that our epoch may let us read: committed, and
+	 * before the stop we noted. A record that came out since the last
+	 * poll is not looked for here (fewer loads on the hot path): its
+	 * epoch's end bumped progress_wanted, which the test below reads. */
+	int next = committed && pos < sub->stop_pos;
 	/* Batched, but never hidden: at the end of what was published (the
 	 * publisher may be waiting for just that, crs_pub_wait_consumed:
 	 * no frame we may read follows), and at the first release after
-	 * the publisher asked (pub_want_progress). */
+	 * the publisher asked (untethered in serve.c, end_epoch). */
 	if (__builtin_expect(
 		    !next || sub->received >= sub->publish_due ||
 			    pos - sub->published_pos >= sub->publish_step ||

@@ -39,7 +39,7 @@ enum kind {
 	EVICTED,     /* cut off: nothing more at once */
 };
 
-enum { GO = 1, READ, CLOSED, DONE };
+enum { GO = 1, READ, CLOSED, DONE, HELD };
 
 struct drain_arg {
 	const char *name;
@@ -277,6 +277,74 @@ static void test_evicted(void **state)
 	run_drain(EVICTED, BEFORE, EVICT_CODE);
 }
 
+/* The record comes out while the subscriber holds its epoch's last
+ * message, and the next epoch's messages follow at once: the release of
+ * that message must publish the consumed position (the publisher may be
+ * waiting for it, crs_pub_wait_consumed), with no further call. */
+static int child_last(void *p, int chan)
+{
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(p, 0, &sub), 0);
+	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
+	uint64_t seq = 0;
+	CHECK_EQ(read_on(sub, 0, &seq, COUNT - 1, 10000), 1);
+	struct crs_msg m;
+	CHECK_EQ(tu_sub_next(sub, &m, 10000), 1);
+	CHECK_EQ(m.seq, COUNT - 1);
+	CHECK_EQ(tu_send(chan, HELD, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
+	crs_sub_release(sub);
+	int fd = tu_find_fd("memfd:crs-ctl");
+	CHECK(fd >= 0);
+	struct crs_ctl *c = mmap(NULL, CRS_CTL_SIZE, PROT_READ, MAP_SHARED,
+				 fd, 0);
+	CHECK(c != MAP_FAILED);
+	CHECK_EQ(atomic_load(&c->term.state), CRS_TERM_COMPLETE);
+	CHECK_EQ(atomic_load(&c->consumed), c->start_pos + COUNT * FRAME);
+	munmap(c, CRS_CTL_SIZE);
+	CHECK_EQ(tu_send(chan, DONE, 0), 0);
+	crs_sub_close(sub);
+	return 0;
+}
+
+static void test_release_after_record(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "drain");
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = 1 << 16;
+	o.on_disconnect = CRS_DISCONNECT_SEND_COMPLETED;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	int ch, next_ch;
+	pid_t pid = tu_spawn(child_last, name, &ch, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(ch, TU_READY, NULL, 10000), 0);
+	uint64_t seq = 0, v;
+	for (; seq < COUNT; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
+	assert_int_equal(tu_send(ch, GO, 0), 0);
+	assert_int_equal(tu_serve_expect(pub, ch, HELD, &v, 20000), 0);
+	assert_int_equal(crs_pub_disconnect(pub, 1), 0);
+	pid_t next_pid = tu_spawn(child_next, name, &next_ch, 60);
+	assert_int_equal(tu_serve_expect(pub, next_ch, TU_READY, &v, 20000), 0);
+	assert_int_equal(crs_pub_connect(pub), 2);
+	for (; seq < COUNT + NEXT; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
+	assert_int_equal(tu_send(ch, GO, 0), 0);
+	assert_int_equal(tu_serve_expect(pub, ch, DONE, &v, 20000), 0);
+	assert_int_equal(tu_send(next_ch, GO, 0), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	assert_int_equal(tu_serve_wait_child(pub, next_pid, 10000), 0);
+	crs_pub_close(pub);
+	close(ch);
+	close(next_ch);
+}
+
 int main(void)
 {
 	tu_init();
@@ -285,6 +353,7 @@ int main(void)
 		TU_TEST(test_moved),  TU_TEST(test_moved_error),
 		TU_TEST(test_moved_ahead), TU_TEST(test_garbage),
 		TU_TEST(test_erased), TU_TEST(test_evicted),
+		TU_TEST(test_release_after_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
