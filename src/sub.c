@@ -253,6 +253,7 @@ static void skip_padding(struct crs_sub *sub)
 		if (sub->pos >= sub->stop_pos)
 			return;
 		sub->pos += len;
+		sub->ready = 0; /* it was for the old pos (release) */
 	}
 }
 
@@ -336,9 +337,6 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 							 uint64_t *len)
 {
 	sub->nones++;
-	/* What the last release cached is for the hot path only: here pos
-	 * may move (padding), so the next poll loads its header again. */
-	sub->ready = 0;
 	if (sub_quiet(sub))
 		return 0;
 	if (sub->cold)
@@ -365,6 +363,7 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 			return 1;
 		case RING_PADDING:
 			sub->pos += *len;
+			sub->ready = 0; /* it was for the old pos (release) */
 			continue;
 		default:
 			sub->follow = 0;
