@@ -413,9 +413,7 @@ static __attribute__((noinline, cold)) int commit_slow(struct crs_pub *pub)
 		epoch_note(&pub->epoch);
 	if (r->more)
 		crs_pub_flush(pub);
-	int i = pubring_parked(r);
-	if (i >= 0)
-		pubring_wake_from(r, i, shm_load_relaxed(r->parked[i]));
+	pubring_wake_if_parked(r);
 	return commit_count(pub);
 }
 

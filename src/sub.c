@@ -241,6 +241,14 @@ static inline int sub_peek(const struct crs_sub *sub, uint64_t pos,
 	return ring_committed(word, pos) && sub_readable(sub, word, pos, len);
 }
 
+/* Step over the padding frame of len at pos; what the last release
+ * cached (ready) was for the old pos. */
+static void sub_skip(struct crs_sub *sub, uint64_t len)
+{
+	sub->pos += len;
+	sub->ready = 0;
+}
+
 /* Step over committed padding frames at pos (they need no demand), but
  * not over the next epoch's. */
 static void skip_padding(struct crs_sub *sub)
@@ -252,8 +260,7 @@ static void skip_padding(struct crs_sub *sub)
 		sub_note_stop(sub); /* after the acquire: see there */
 		if (sub->pos >= sub->stop_pos)
 			return;
-		sub->pos += len;
-		sub->ready = 0; /* it was for the old pos (release) */
+		sub_skip(sub, len);
 	}
 }
 
@@ -362,8 +369,7 @@ static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 		case RING_MESSAGE:
 			return 1;
 		case RING_PADDING:
-			sub->pos += *len;
-			sub->ready = 0; /* it was for the old pos (release) */
+			sub_skip(sub, *len);
 			continue;
 		default:
 			sub->follow = 0;

@@ -110,21 +110,34 @@ static void rewrite(enum kind k, struct crs_ctl *c)
 	}
 }
 
+/* A child's subscription of name with unbounded demand, once the
+ * parent said GO (within timeout_ms). */
+static crs_sub *subscribe_on_go(const char *name, int chan, int timeout_ms)
+{
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(name, 0, &sub), 0);
+	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	CHECK_EQ(tu_expect(chan, GO, NULL, timeout_ms), 0);
+	return sub;
+}
+
+/* The child's own control segment, mapped a second time with prot. */
+static struct crs_ctl *map_own_ctl(int prot)
+{
+	int fd = tu_find_fd("memfd:crs-ctl");
+	CHECK(fd >= 0);
+	struct crs_ctl *c = mmap(NULL, CRS_CTL_SIZE, prot, MAP_SHARED, fd, 0);
+	CHECK(c != MAP_FAILED);
+	CHECK_EQ(c->magic, CRS_CTL_MAGIC);
+	return c;
+}
+
 static int child_drain(void *p, int chan)
 {
 	const struct drain_arg *a = p;
-	crs_sub *sub;
-	CHECK_EQ(tu_sub_open(a->name, 0, &sub), 0);
-	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
-	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
-
-	int fd = tu_find_fd("memfd:crs-ctl");
-	CHECK(fd >= 0);
-	struct crs_ctl *c = mmap(NULL, CRS_CTL_SIZE, PROT_READ | PROT_WRITE,
-				 MAP_SHARED, fd, 0);
-	CHECK(c != MAP_FAILED);
-	CHECK_EQ(c->magic, CRS_CTL_MAGIC);
+	crs_sub *sub = subscribe_on_go(a->name, chan, 20000);
+	struct crs_ctl *c = map_own_ctl(PROT_READ | PROT_WRITE);
 	/* Our epoch ended before GO (a disconnect that sends completion):
 	 * the record is out. */
 	CHECK_EQ(atomic_load(&c->term.state), CRS_TERM_COMPLETE);
@@ -158,13 +171,37 @@ static int child_drain(void *p, int chan)
  * the drained epoch's end (demand for them) and leaves when told. */
 static int child_next(void *p, int chan)
 {
-	crs_sub *sub;
-	CHECK_EQ(tu_sub_open(p, 0, &sub), 0);
-	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
-	CHECK_EQ(tu_expect(chan, GO, NULL, 30000), 0);
-	crs_sub_close(sub);
+	crs_sub_close(subscribe_on_go(p, chan, 30000));
 	return 0;
+}
+
+/* The drained epoch's publisher: its COUNT messages fit in the ring,
+ * and a disconnect sends completion. */
+static crs_pub *drain_pub(const char *name)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.ring_bytes = 1 << 16;
+	o.on_disconnect = CRS_DISCONNECT_SEND_COMPLETED;
+	crs_pub *pub;
+	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	return pub;
+}
+
+/* End the epoch at *seq (its records come out), start the next one with
+ * child_next as its subscriber, and publish NEXT messages in it. */
+static pid_t next_epoch(crs_pub *pub, const char *name, uint64_t *seq,
+			int *next_ch)
+{
+	uint64_t v;
+	assert_int_equal(crs_pub_disconnect(pub, 1), 0);
+	pid_t next_pid = tu_spawn(child_next, (void *)name, next_ch, 60);
+	assert_int_equal(tu_serve_expect(pub, *next_ch, TU_READY, &v, 20000),
+			 0);
+	assert_int_equal(crs_pub_connect(pub), 2);
+	for (uint64_t end = *seq + NEXT; *seq < end; (*seq)++)
+		assert_int_equal(tu_pub_send(pub, *seq, LEN, 10000), 0);
+	return next_pid;
 }
 
 /* Runs kind k with both read calls; want: messages read, end code. */
@@ -174,26 +211,15 @@ static void run_drain(enum kind k, uint64_t want_read, int want_code)
 		char name[64];
 		tu_name(name, sizeof(name), "drain");
 		struct drain_arg a = { name, k, take };
-		struct crs_pub_opts o;
-		crs_pub_opts_init(&o);
-		o.ring_bytes = 1 << 16;
-		o.on_disconnect = CRS_DISCONNECT_SEND_COMPLETED;
-		crs_pub *pub;
-		assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+		crs_pub *pub = drain_pub(name);
 		int ch, next_ch;
 		pid_t pid = tu_spawn(child_drain, &a, &ch, 60);
 		assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
 		assert_int_equal(tu_expect(ch, TU_READY, NULL, 10000), 0);
-		uint64_t seq = 0, v;
+		uint64_t seq = 0;
 		for (; seq < COUNT; seq++)
 			assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
-		assert_int_equal(crs_pub_disconnect(pub, 1), 0);
-		pid_t next_pid = tu_spawn(child_next, name, &next_ch, 60);
-		assert_int_equal(
-			tu_serve_expect(pub, next_ch, TU_READY, &v, 20000), 0);
-		assert_int_equal(crs_pub_connect(pub), 2);
-		for (; seq < COUNT + NEXT; seq++)
-			assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
+		pid_t next_pid = next_epoch(pub, name, &seq, &next_ch);
 
 		assert_int_equal(tu_send(ch, GO, 0), 0);
 		uint64_t got = 0, code = 0;
@@ -283,11 +309,7 @@ static void test_evicted(void **state)
  * waiting for it, crs_pub_wait_consumed), with no further call. */
 static int child_last(void *p, int chan)
 {
-	crs_sub *sub;
-	CHECK_EQ(tu_sub_open(p, 0, &sub), 0);
-	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
-	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
+	crs_sub *sub = subscribe_on_go(p, chan, 20000);
 	uint64_t seq = 0;
 	CHECK_EQ(read_on(sub, 0, &seq, COUNT - 1, 10000), 1);
 	struct crs_msg m;
@@ -296,11 +318,7 @@ static int child_last(void *p, int chan)
 	CHECK_EQ(tu_send(chan, HELD, 0), 0);
 	CHECK_EQ(tu_expect(chan, GO, NULL, 20000), 0);
 	crs_sub_release(sub);
-	int fd = tu_find_fd("memfd:crs-ctl");
-	CHECK(fd >= 0);
-	struct crs_ctl *c = mmap(NULL, CRS_CTL_SIZE, PROT_READ, MAP_SHARED,
-				 fd, 0);
-	CHECK(c != MAP_FAILED);
+	struct crs_ctl *c = map_own_ctl(PROT_READ);
 	CHECK_EQ(atomic_load(&c->term.state), CRS_TERM_COMPLETE);
 	CHECK_EQ(atomic_load(&c->consumed), c->start_pos + COUNT * FRAME);
 	munmap(c, CRS_CTL_SIZE);
@@ -314,12 +332,7 @@ static void test_release_after_record(void **state)
 	(void)state;
 	char name[64];
 	tu_name(name, sizeof(name), "drain");
-	struct crs_pub_opts o;
-	crs_pub_opts_init(&o);
-	o.ring_bytes = 1 << 16;
-	o.on_disconnect = CRS_DISCONNECT_SEND_COMPLETED;
-	crs_pub *pub;
-	assert_int_equal(crs_pub_create(name, &o, &pub), 0);
+	crs_pub *pub = drain_pub(name);
 	int ch, next_ch;
 	pid_t pid = tu_spawn(child_last, name, &ch, 60);
 	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
@@ -329,12 +342,7 @@ static void test_release_after_record(void **state)
 		assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
 	assert_int_equal(tu_send(ch, GO, 0), 0);
 	assert_int_equal(tu_serve_expect(pub, ch, HELD, &v, 20000), 0);
-	assert_int_equal(crs_pub_disconnect(pub, 1), 0);
-	pid_t next_pid = tu_spawn(child_next, name, &next_ch, 60);
-	assert_int_equal(tu_serve_expect(pub, next_ch, TU_READY, &v, 20000), 0);
-	assert_int_equal(crs_pub_connect(pub), 2);
-	for (; seq < COUNT + NEXT; seq++)
-		assert_int_equal(tu_pub_send(pub, seq, LEN, 10000), 0);
+	pid_t next_pid = next_epoch(pub, name, &seq, &next_ch);
 	assert_int_equal(tu_send(ch, GO, 0), 0);
 	assert_int_equal(tu_serve_expect(pub, ch, DONE, &v, 20000), 0);
 	assert_int_equal(tu_send(next_ch, GO, 0), 0);
