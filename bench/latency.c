@@ -22,6 +22,19 @@
  * Blocking (both processes sleep in the kernel while waiting):
  *   raw-futex     as raw-spin, but the reader FUTEX_WAITs on the word at
  *                 once and the writer FUTEX_WAKEs after every store.
+ *   raw-futex-ro  as raw-futex, but the reader waits through a read-only
+ *                 view of the writer's word, as a crs subscriber waits on
+ *                 its publisher's data_signal (the data segment is sealed
+ *                 against writable mappings). The kernel's futex key
+ *                 lookup tries a writable page first and takes its slow
+ *                 path when that fails, on every wait.
+ *   raw-uring, raw-uring-ro
+ *                 as raw-futex and raw-futex-ro, but the reader sleeps in
+ *                 io_uring: an IORING_OP_FUTEX_WAIT request, submitted and
+ *                 waited for in one io_uring_enter, as crs's io_uring
+ *                 engine sleeps. These three are not limits but the
+ *                 kernel's share of crs-block-uring: what is left over
+ *                 raw-uring-ro is crs's own. Run only when named.
  *   crs-block-uring / crs-block-poll
  *                 crs_sub_wait with spin_us = -1 on both subscriptions
  *                 (sleep at once, no polling) and spin_us = -1 on both
@@ -37,7 +50,9 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <liburing.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -62,6 +77,7 @@ struct pp {
 	char name[2][128];
 	int fds[4];
 	uint8_t *map;
+	const uint8_t *view; /* map, or a read-only view of it (raw-*-ro) */
 	size_t maplen, region;
 };
 
@@ -78,30 +94,98 @@ struct lat_scn {
 
 /* ---- raw shared memory: spin and futex ------------------------------------ */
 
+/* How the reader of a raw ping-pong waits for the word. */
+enum raw_wait { RAW_SPIN, RAW_FUTEX, RAW_URING };
+
 struct raw_ep {
 	struct pp *p;
-	_Atomic uint32_t *out_word, *in_word;
-	uint8_t *out, *in;
+	_Atomic uint32_t *out_word;
+	const _Atomic uint32_t *in_word;
+	uint8_t *out;
+	const uint8_t *in;
 	uint32_t sent, got;
-	int futex;
+	enum raw_wait wait;
+	struct io_uring ring; /* RAW_URING */
 };
 
-static long futex(_Atomic uint32_t *w, int op, uint32_t val)
+static long futex(const _Atomic uint32_t *w, int op, uint32_t val)
 {
-	return syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
+	return syscall(SYS_futex, (const uint32_t *)w, op, val, NULL, NULL, 0);
+}
+
+static enum raw_wait raw_wait_of(const char *name)
+{
+	return !strncmp(name, "raw-uring", 9)	? RAW_URING
+	       : !strncmp(name, "raw-futex", 9) ? RAW_FUTEX
+						: RAW_SPIN;
+}
+
+/* raw-*-ro: the regions live in a memfd mapped twice, read-write for
+ * the writer's side and read-only for the reader's, as crs maps a
+ * publisher's data segment in its subscribers. */
+static int raw_map_ro(struct pp *p)
+{
+	int fd = memfd_create("crs-bench-raw", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = 0;
+	void *rw = MAP_FAILED, *ro = MAP_FAILED;
+	if (ftruncate(fd, (off_t)p->maplen) != 0)
+		err = -errno;
+	if (!err)
+		rw = mmap(NULL, p->maplen, PROT_READ | PROT_WRITE, MAP_SHARED,
+			  fd, 0);
+	if (!err && rw != MAP_FAILED)
+		ro = mmap(NULL, p->maplen, PROT_READ, MAP_SHARED, fd, 0);
+	if (!err && (rw == MAP_FAILED || ro == MAP_FAILED))
+		err = -errno;
+	close(fd);
+	if (err) {
+		if (rw != MAP_FAILED)
+			munmap(rw, p->maplen);
+		return err;
+	}
+	p->map = rw;
+	p->view = ro;
+	return 0;
 }
 
 static int raw_setup(struct pp *p)
 {
 	p->region = (64 + p->size + 4095) & ~(size_t)4095;
 	p->maplen = 2 * p->region;
+	size_t n = strlen(p->sc->name);
+	if (n > 3 && !strcmp(p->sc->name + n - 3, "-ro"))
+		return raw_map_ro(p);
 	p->map = shared_alloc(p->maplen);
+	p->view = p->map;
 	return p->map ? 0 : -ENOMEM;
 }
 
 static void raw_cleanup(struct pp *p)
 {
+	if (p->view && p->view != p->map)
+		munmap((void *)p->view, p->maplen);
 	shared_free(p->map, p->maplen);
+}
+
+/* RAW_URING: sleep while *w == v in one io_uring_enter (submit the
+ * FUTEX_WAIT request and wait for its completion), as crs's engine
+ * sleeps (ipc/waitset.c). liburing 2.3 has no helper for the opcode. */
+#define RAW_OP_FUTEX_WAIT 51
+#define RAW_FUTEX2_U32 0x02
+static void raw_uring_wait(struct raw_ep *e, uint32_t v)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+	if (!sqe)
+		return; /* cannot happen: one request at a time */
+	io_uring_prep_rw(RAW_OP_FUTEX_WAIT, sqe, RAW_FUTEX2_U32,
+			 (const void *)e->in_word, 0, v);
+	sqe->addr3 = 0xffffffffu; /* wake mask: any */
+	struct io_uring_cqe *cqe;
+	if (io_uring_submit_and_wait(&e->ring, 1) >= 0 &&
+	    io_uring_peek_cqe(&e->ring, &cqe) == 0)
+		io_uring_cqe_seen(&e->ring, cqe);
 }
 
 static void *raw_open(struct pp *p, int who)
@@ -110,13 +194,17 @@ static void *raw_open(struct pp *p, int who)
 	if (!e)
 		return NULL;
 	uint8_t *mine = p->map + (size_t)who * p->region;
-	uint8_t *theirs = p->map + (size_t)(1 - who) * p->region;
+	const uint8_t *theirs = p->view + (size_t)(1 - who) * p->region;
 	e->p = p;
 	e->out_word = (_Atomic uint32_t *)mine;
-	e->in_word = (_Atomic uint32_t *)theirs;
+	e->in_word = (const _Atomic uint32_t *)theirs;
 	e->out = mine + 8; /* word and payload share the first line */
 	e->in = theirs + 8;
-	e->futex = !strcmp(p->sc->name, "raw-futex");
+	e->wait = raw_wait_of(p->sc->name);
+	if (e->wait == RAW_URING && io_uring_queue_init(8, &e->ring, 0) != 0) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 
@@ -125,7 +213,7 @@ static int raw_send(void *ep, uint64_t seq)
 	struct raw_ep *e = ep;
 	fill_msg(e->out, e->p->size, seq);
 	atomic_store_explicit(e->out_word, ++e->sent, memory_order_release);
-	if (e->futex)
+	if (e->wait != RAW_SPIN)
 		futex(e->out_word, FUTEX_WAKE, 1);
 	return 0;
 }
@@ -138,8 +226,10 @@ static int raw_recv(void *ep, uint64_t *seq)
 	unsigned n = 0;
 	while ((v = atomic_load_explicit(e->in_word, memory_order_acquire)) !=
 	       want) {
-		if (e->futex)
+		if (e->wait == RAW_FUTEX)
 			futex(e->in_word, FUTEX_WAIT, v);
+		else if (e->wait == RAW_URING)
+			raw_uring_wait(e, v);
 		else
 			cpu_relax();
 		if ((++n & 0xffff) == 0) {
@@ -159,7 +249,10 @@ static int raw_recv(void *ep, uint64_t *seq)
 
 static void raw_close(void *ep)
 {
-	free(ep);
+	struct raw_ep *e = ep;
+	if (e->wait == RAW_URING)
+		io_uring_queue_exit(&e->ring);
+	free(e);
 }
 
 /* ---- crs ----------------------------------------------------------------- */
@@ -540,6 +633,21 @@ static const struct lat_scn lat_scns[] = {
 	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
 	  .send = raw_send, .recv = raw_recv, .close = raw_close,
 	  .is_default = 1 },
+	{ .name = "raw-futex-ro", .mode = "block",
+	  .desc = "as raw-futex, the reader waits through a read-only view "
+		  "of the word (as a crs subscriber does)",
+	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
+	  .send = raw_send, .recv = raw_recv, .close = raw_close },
+	{ .name = "raw-uring", .mode = "block",
+	  .desc = "as raw-futex, the reader sleeps in an io_uring "
+		  "FUTEX_WAIT request",
+	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
+	  .send = raw_send, .recv = raw_recv, .close = raw_close },
+	{ .name = "raw-uring-ro", .mode = "block",
+	  .desc = "as raw-futex-ro, the reader sleeps in an io_uring "
+		  "FUTEX_WAIT request (as crs's io_uring engine does)",
+	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
+	  .send = raw_send, .recv = raw_recv, .close = raw_close },
 	{ .name = "crs-block-uring", .mode = "block",
 	  .desc = "crs_sub_wait, spin_us -1 on subscriptions and publishers "
 		  "(sleep at once), io_uring engine",

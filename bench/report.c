@@ -268,6 +268,21 @@ static void lat_table(const struct results *res)
 		       "medians)\n", sz, c->name, x->name,
 		       lat_ratio(c, x, LAT_P50), lat_ratio(c, x, LAT_P99));
 	}
+	/* The kernel's share of a crs blocking round trip (latency.c):
+	 * what crs-block-uring costs over the same sleep without crs. */
+	for (int i = 0; i < res->nlat; i++) {
+		const struct lat_cell *c = &res->lat[i];
+		const struct lat_cell *x = lat_find(res, "raw-uring-ro",
+						    c->size);
+		if (!ran(x) || !ran(c) || strcmp(c->name, "crs-block-uring"))
+			continue;
+		char sz[16];
+		fmt_size(sz, sizeof(sz), c->size);
+		printf("  %-5s %s / %s: p50 %.3f, p99 %.3f (per-round "
+		       "medians; the rest is crs's own)\n", sz, c->name,
+		       x->name, lat_ratio(c, x, LAT_P50),
+		       lat_ratio(c, x, LAT_P99));
+	}
 	printf("  per-round p50 us [probe after: ns/CPUs]:\n");
 	for (int i = 0; i < res->nlat; i++) {
 		const struct lat_cell *c = &res->lat[i];

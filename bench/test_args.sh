@@ -97,6 +97,35 @@ for e in errors:
 sys.exit(1 if errors else 0)
 PY
 
+# The kernel's share of a blocking round trip: the raw waits that crs's
+# subscriber makes (through a read-only view, in io_uring) run only when
+# named, complete every round and every trip, and the table says what
+# crs-block-uring costs over raw-uring-ro.
+kernel="--section latency --scenario raw-futex-ro --scenario raw-uring
+	--scenario raw-uring-ro --scenario crs-block-uring --lat-size 32
+	--rounds 1 --lat-secs 0.05 --trips 500 --probe 500"
+timeout 60 "$bench" $kernel >"$tmp/kernel.txt" 2>"$tmp/err" ||
+	fail "crs-bench with the raw wait scenarios failed: $(cat "$tmp/err")"
+grep -q 'crs-block-uring / raw-uring-ro: p50 [0-9]' "$tmp/kernel.txt" ||
+	fail "no crs-block-uring / raw-uring-ro line in: $(cat "$tmp/kernel.txt")"
+timeout 60 "$bench" $kernel --json >"$tmp/kernel.json" 2>"$tmp/err" ||
+	fail "crs-bench --json with the raw wait scenarios failed: $(cat "$tmp/err")"
+/usr/bin/python3 - "$tmp/kernel.json" <<'PY' || status=1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+cells = {c["name"]: c for c in doc["latency"]}
+errors = []
+for name in ("raw-futex-ro", "raw-uring", "raw-uring-ro", "crs-block-uring"):
+    c = cells.get(name)
+    if not c or not c["ok"] or len(c["rounds"]) != 1 or c["rounds"][0]["trips"] < 1:
+        errors.append(f"{name}: {c}")
+if "raw-spin" not in cells or "crs-spin" in cells:
+    errors.append(f"cells run: {sorted(cells)}")
+for e in errors:
+    print("FAIL: raw waits:", e)
+sys.exit(1 if errors else 0)
+PY
+
 # Aeron: without the meson option (CI) its scenarios are skipped, never
 # failed: said once in the table, and in the JSON each cell says why and
 # has no rounds, no ratio to it appears, and the targets against it say
