@@ -90,6 +90,13 @@ struct ipc_waitset {
 	struct __kernel_timespec timer_ts; /* read by the kernel at submit */
 	struct entry *e;
 	uint32_t cap;
+	/* The fallback engines' working arrays, kept from wait to wait so
+	 * that a blocking wait allocates nothing: cap + 1 of each (the
+	 * watcher's fd comes first). Used by one poll_entries at a time:
+	 * the caller's, or the watcher's while it holds the entries. */
+	struct pollfd *pfd;
+	uint32_t *pkey, *fkey;
+	uint32_t scratch;
 };
 
 /* Does futex_waitv exist here? An empty vector is EINVAL where it does,
@@ -125,6 +132,9 @@ void ipc_waitset_free(struct ipc_waitset *ws)
 	if (ws->uring_ok)
 		io_uring_queue_exit(&ws->ring);
 	free(ws->e);
+	free(ws->pfd);
+	free(ws->pkey);
+	free(ws->fkey);
 	free(ws);
 }
 
@@ -400,6 +410,27 @@ static int sleep_words(struct ipc_waitset *ws, struct futex_waitv *vec, int n,
 	return errno == ETIMEDOUT ? -1 : -errno; /* -EAGAIN: moved */
 }
 
+/* ws->pfd, pkey and fkey for n entries; 0 or -ENOMEM. They only grow,
+ * so after the first waits a wait allocates nothing. */
+static int scratch_reserve(struct ipc_waitset *ws, uint32_t n)
+{
+	if (n <= ws->scratch)
+		return 0;
+	struct pollfd *pfd = realloc(ws->pfd, sizeof(*pfd) * n);
+	if (pfd)
+		ws->pfd = pfd;
+	uint32_t *pkey = realloc(ws->pkey, sizeof(*pkey) * n);
+	if (pkey)
+		ws->pkey = pkey;
+	uint32_t *fkey = realloc(ws->fkey, sizeof(*fkey) * n);
+	if (fkey)
+		ws->fkey = fkey;
+	if (!pfd || !pkey || !fkey)
+		return -ENOMEM;
+	ws->scratch = n;
+	return 0;
+}
+
 /* Wait for entries es[0, cap) (ws's own, or the watcher's copy; w is
  * then the watcher, whose stop word and intr fd end the wait with 0). */
 static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
@@ -408,14 +439,11 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 {
 	struct futex_waitv vec[MAX_WAITV];
 	uint32_t vkey[MAX_WAITV];
-	struct pollfd *pfd = calloc(cap + 1, sizeof(*pfd));
-	uint32_t *pkey = calloc(cap + 1, sizeof(*pkey));
-	uint32_t *fkey = calloc(cap + 1, sizeof(*fkey));
-	int n = 0, err = 0;
-	if (!pfd || !pkey || !fkey) {
-		err = -ENOMEM;
-		goto out;
-	}
+	int n = 0, err = scratch_reserve(ws, cap + 1);
+	if (err)
+		return err;
+	struct pollfd *pfd = ws->pfd;
+	uint32_t *pkey = ws->pkey, *fkey = ws->fkey;
 	for (;;) {
 		uint32_t nf = 0;
 		int np = 0;
@@ -544,9 +572,6 @@ static int poll_entries(struct ipc_waitset *ws, struct entry *es, uint32_t cap,
 		}
 	}
 out:
-	free(pfd);
-	free(pkey);
-	free(fkey);
 	return err ? err : n;
 }
 
