@@ -34,7 +34,7 @@
  *                 waited for in one io_uring_enter, as crs's io_uring
  *                 engine sleeps. These three are not limits but the
  *                 kernel's share of crs-block-uring: what is left over
- *                 raw-uring-ro is crs's own. Run only when named.
+ *                 raw-uring-ro is crs's own. Not run by default.
  *   crs-block-uring / crs-block-poll
  *                 crs_sub_wait with spin_us = -1 on both subscriptions
  *                 (sleep at once, no polling) and spin_us = -1 on both
@@ -174,18 +174,28 @@ static void raw_cleanup(struct pp *p)
  * sleeps (ipc/waitset.c). liburing 2.3 has no helper for the opcode. */
 #define RAW_OP_FUTEX_WAIT 51
 #define RAW_FUTEX2_U32 0x02
-static void raw_uring_wait(struct raw_ep *e, uint32_t v)
+/* 0 (woken, or the word had moved), or -errno: a kernel without the
+ * opcode (before 6.7) fails every request, which must not pass for a
+ * sleep. */
+static int raw_uring_wait(struct raw_ep *e, uint32_t v)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
 	if (!sqe)
-		return; /* cannot happen: one request at a time */
+		return -EBUSY; /* cannot happen: one request at a time */
 	io_uring_prep_rw(RAW_OP_FUTEX_WAIT, sqe, RAW_FUTEX2_U32,
 			 (const void *)e->in_word, 0, v);
 	sqe->addr3 = 0xffffffffu; /* wake mask: any */
 	struct io_uring_cqe *cqe;
-	if (io_uring_submit_and_wait(&e->ring, 1) >= 0 &&
-	    io_uring_peek_cqe(&e->ring, &cqe) == 0)
-		io_uring_cqe_seen(&e->ring, cqe);
+	int err = io_uring_submit_and_wait(&e->ring, 1);
+	if (err == -EINTR)
+		return 0; /* the request stays; the next wait reaps it */
+	if (err < 0)
+		return err;
+	if (io_uring_peek_cqe(&e->ring, &cqe) != 0)
+		return 0;
+	int res = cqe->res;
+	io_uring_cqe_seen(&e->ring, cqe);
+	return res < 0 && res != -EAGAIN && res != -EINTR ? res : 0;
 }
 
 static void *raw_open(struct pp *p, int who)
@@ -201,7 +211,11 @@ static void *raw_open(struct pp *p, int who)
 	e->out = mine + 8; /* word and payload share the first line */
 	e->in = theirs + 8;
 	e->wait = raw_wait_of(p->sc->name);
-	if (e->wait == RAW_URING && io_uring_queue_init(8, &e->ring, 0) != 0) {
+	int err = e->wait == RAW_URING ? io_uring_queue_init(8, &e->ring, 0)
+				       : 0;
+	if (err) {
+		rep_err(&p->ctl->rep[who], err, "io_uring_queue_init: %s",
+			strerror(-err));
 		free(e);
 		return NULL;
 	}
@@ -228,8 +242,11 @@ static int raw_recv(void *ep, uint64_t *seq)
 	       want) {
 		if (e->wait == RAW_FUTEX)
 			futex(e->in_word, FUTEX_WAIT, v);
-		else if (e->wait == RAW_URING)
-			raw_uring_wait(e, v);
+		else if (e->wait == RAW_URING) {
+			int err = raw_uring_wait(e, v);
+			if (err)
+				return err;
+		}
 		else
 			cpu_relax();
 		if ((++n & 0xffff) == 0) {

@@ -274,7 +274,9 @@ static void lat_table(const struct results *res)
 		const struct lat_cell *c = &res->lat[i];
 		const struct lat_cell *x = lat_find(res, "raw-uring-ro",
 						    c->size);
-		if (!ran(x) || !ran(c) || strcmp(c->name, "crs-block-uring"))
+		/* Only where crs really slept in io_uring. */
+		if (!ran(x) || !ran(c) || strcmp(c->name, "crs-block-uring") ||
+		    strcmp(c->s[0].engine, "io_uring"))
 			continue;
 		char sz[16];
 		fmt_size(sz, sizeof(sz), c->size);

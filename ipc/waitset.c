@@ -159,9 +159,11 @@ int ipc_waitset_fd(struct ipc_waitset *ws)
 
 static void watch_stop(struct ipc_waitset *ws);
 
+/* Keys index an array that doubles: below 2^31 its size cannot wrap. */
+#define KEY_MAX (1u << 31)
 static struct entry *entry_for(struct ipc_waitset *ws, uint64_t key)
 {
-	if (key >= UINT32_MAX)
+	if (key >= KEY_MAX)
 		return NULL;
 	if (key >= ws->cap) {
 		uint32_t cap = ws->cap ? ws->cap : 16;

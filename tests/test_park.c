@@ -102,6 +102,27 @@ static void test_failed_arm_poll(void **state)
 	failed_arm(1);
 }
 
+/* Keys from 2^31 on are refused at once: the entry array doubles, and
+ * growing it for such a key used to wrap its size to 0 and spin. */
+static void test_key_out_of_range(void **state)
+{
+	(void)state;
+	struct ipc_waitset *ws;
+	assert_int_equal(ipc_waitset_new(&ws), 0);
+	static _Atomic uint32_t word;
+	uint64_t keys[] = { 1ULL << 31, (1ULL << 31) + 5, UINT32_MAX - 1ULL };
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		assert_int_not_equal(ipc_waitset_futex(ws, keys[i],
+						       (const void *)&word, 0),
+				     0);
+		assert_int_not_equal(ipc_waitset_poll(ws, keys[i], 0, POLLIN),
+				     0);
+	}
+	/* The waitset still works below the limit. */
+	assert_int_equal(ipc_waitset_futex(ws, 3, (const void *)&word, 0), 0);
+	ipc_waitset_free(ws);
+}
+
 /* ---- nested announcements ---------------------------------------------- */
 
 /* Wait until fd polls readable (10 s at most; EINTR counts: io_uring
@@ -411,6 +432,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_failed_arm),
 		TU_TEST(test_failed_arm_poll),
+		TU_TEST(test_key_out_of_range),
 		TU_TEST(test_nested_sub),
 		TU_TEST(test_nested_pub),
 		TU_TEST(test_hostile_park_word),
