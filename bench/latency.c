@@ -81,9 +81,14 @@ struct pp {
 	size_t maplen, region;
 };
 
+/* How the reader of a raw ping-pong waits for the word. */
+enum raw_wait { RAW_SPIN, RAW_FUTEX, RAW_URING };
+
 struct lat_scn {
 	const char *name, *mode, *desc;
 	int baseline, no_uring, is_default, needs_zmq, needs_aeron;
+	enum raw_wait raw_wait; /* raw-*: how the reader waits */
+	int raw_ro;		/* raw-*-ro: through a read-only view */
 	int (*setup)(struct pp *p);
 	void (*cleanup)(struct pp *p);
 	void *(*open)(struct pp *p, int who);
@@ -93,9 +98,6 @@ struct lat_scn {
 };
 
 /* ---- raw shared memory: spin and futex ------------------------------------ */
-
-/* How the reader of a raw ping-pong waits for the word. */
-enum raw_wait { RAW_SPIN, RAW_FUTEX, RAW_URING };
 
 struct raw_ep {
 	struct pp *p;
@@ -111,13 +113,6 @@ struct raw_ep {
 static long futex(const _Atomic uint32_t *w, int op, uint32_t val)
 {
 	return syscall(SYS_futex, (const uint32_t *)w, op, val, NULL, NULL, 0);
-}
-
-static enum raw_wait raw_wait_of(const char *name)
-{
-	return !strncmp(name, "raw-uring", 9)	? RAW_URING
-	       : !strncmp(name, "raw-futex", 9) ? RAW_FUTEX
-						: RAW_SPIN;
 }
 
 /* raw-*-ro: the regions live in a memfd mapped twice, read-write for
@@ -154,8 +149,7 @@ static int raw_setup(struct pp *p)
 {
 	p->region = (64 + p->size + 4095) & ~(size_t)4095;
 	p->maplen = 2 * p->region;
-	size_t n = strlen(p->sc->name);
-	if (n > 3 && !strcmp(p->sc->name + n - 3, "-ro"))
+	if (p->sc->raw_ro)
 		return raw_map_ro(p);
 	p->map = shared_alloc(p->maplen);
 	p->view = p->map;
@@ -210,7 +204,7 @@ static void *raw_open(struct pp *p, int who)
 	e->in_word = (const _Atomic uint32_t *)theirs;
 	e->out = mine + 8; /* word and payload share the first line */
 	e->in = theirs + 8;
-	e->wait = raw_wait_of(p->sc->name);
+	e->wait = p->sc->raw_wait;
 	int err = e->wait == RAW_URING ? io_uring_queue_init(8, &e->ring, 0)
 				       : 0;
 	if (err) {
@@ -240,15 +234,15 @@ static int raw_recv(void *ep, uint64_t *seq)
 	unsigned n = 0;
 	while ((v = atomic_load_explicit(e->in_word, memory_order_acquire)) !=
 	       want) {
-		if (e->wait == RAW_FUTEX)
+		if (e->wait == RAW_FUTEX) {
 			futex(e->in_word, FUTEX_WAIT, v);
-		else if (e->wait == RAW_URING) {
+		} else if (e->wait == RAW_URING) {
 			int err = raw_uring_wait(e, v);
 			if (err)
 				return err;
-		}
-		else
+		} else {
 			cpu_relax();
+		}
 		if ((++n & 0xffff) == 0) {
 			int64_t t = now_ns();
 			if (!deadline)
@@ -625,19 +619,24 @@ static void *aer_pp_open(struct pp *p, int who)
 }
 #endif
 
+/* The ends of every raw ping-pong and of every crs one. */
+#define RAW_PP                                                                 \
+	.setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,          \
+	.send = raw_send, .recv = raw_recv, .close = raw_close
+#define CRS_PP                                                                 \
+	.setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,       \
+	.recv = crs_pp_recv, .close = crs_pp_close
+
 static const struct lat_scn lat_scns[] = {
 	{ .name = "raw-spin", .mode = "spin", .baseline = 1,
 	  .desc = "shared word + payload per direction, the peer spins on "
 		  "the word (at 32 B: one cache line each way)",
-	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
-	  .send = raw_send, .recv = raw_recv, .close = raw_close,
-	  .is_default = 1 },
+	  RAW_PP, .is_default = 1 },
 	{ .name = "crs-spin", .mode = "spin",
 	  .desc = "crs claim/commit, crs_sub_poll in a loop (pause between "
 		  "polls), both processes spin; the request is released "
 		  "after the reply is committed",
-	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
-	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	  CRS_PP, .is_default = 1 },
 	{ .name = "aeron-spin", .mode = "spin", .needs_aeron = 1,
 	  .desc = "Aeron aeron:ipc, an exclusive publication each way: "
 		  "try_claim/commit, poll (fragment limit 1), both spin",
@@ -645,36 +644,32 @@ static const struct lat_scn lat_scns[] = {
 	  .send = IF_AERON(aeron_pp_send), .recv = IF_AERON(aeron_pp_recv),
 	  .close = IF_AERON(aeron_pp_close), .is_default = 1 },
 	{ .name = "raw-futex", .mode = "block", .baseline = 1,
+	  .raw_wait = RAW_FUTEX,
 	  .desc = "as raw-spin, the reader FUTEX_WAITs at once, the writer "
 		  "FUTEX_WAKEs after each store",
-	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
-	  .send = raw_send, .recv = raw_recv, .close = raw_close,
-	  .is_default = 1 },
-	{ .name = "raw-futex-ro", .mode = "block",
+	  RAW_PP, .is_default = 1 },
+	{ .name = "raw-futex-ro", .mode = "block", .raw_wait = RAW_FUTEX,
+	  .raw_ro = 1,
 	  .desc = "as raw-futex, the reader waits through a read-only view "
 		  "of the word (as a crs subscriber does)",
-	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
-	  .send = raw_send, .recv = raw_recv, .close = raw_close },
-	{ .name = "raw-uring", .mode = "block",
+	  RAW_PP },
+	{ .name = "raw-uring", .mode = "block", .raw_wait = RAW_URING,
 	  .desc = "as raw-futex, the reader sleeps in an io_uring "
 		  "FUTEX_WAIT request",
-	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
-	  .send = raw_send, .recv = raw_recv, .close = raw_close },
-	{ .name = "raw-uring-ro", .mode = "block",
+	  RAW_PP },
+	{ .name = "raw-uring-ro", .mode = "block", .raw_wait = RAW_URING,
+	  .raw_ro = 1,
 	  .desc = "as raw-futex-ro, the reader sleeps in an io_uring "
 		  "FUTEX_WAIT request (as crs's io_uring engine does)",
-	  .setup = raw_setup, .cleanup = raw_cleanup, .open = raw_open,
-	  .send = raw_send, .recv = raw_recv, .close = raw_close },
+	  RAW_PP },
 	{ .name = "crs-block-uring", .mode = "block",
 	  .desc = "crs_sub_wait, spin_us -1 on subscriptions and publishers "
 		  "(sleep at once), io_uring engine",
-	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
-	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	  CRS_PP, .is_default = 1 },
 	{ .name = "crs-block-poll", .mode = "block", .no_uring = 1,
 	  .desc = "as crs-block-uring with CRS_NO_URING=1 in both processes "
 		  "(futex_waitv/poll fallback engine)",
-	  .setup = crs_pp_setup, .open = crs_pp_open, .send = crs_pp_send,
-	  .recv = crs_pp_recv, .close = crs_pp_close, .is_default = 1 },
+	  CRS_PP, .is_default = 1 },
 	{ .name = "pipe", .mode = "block", .baseline = 1,
 	  .desc = "two pipes, write/read of whole messages",
 	  .setup = pipes_setup, .open = fd_open, .send = fd_send,

@@ -209,6 +209,17 @@ static void tp_table(const struct results *res, const struct tp_cell *cells,
 	tp_rounds(cells, n);
 }
 
+/* One line below the latency table: c against x, per-round medians. */
+static void lat_ratio_line(const struct lat_cell *c, const struct lat_cell *x,
+			   const char *note)
+{
+	char sz[16];
+	fmt_size(sz, sizeof(sz), c->size);
+	printf("  %-5s %s / %s: p50 %.3f, p99 %.3f (per-round medians%s)\n",
+	       sz, c->name, x->name, lat_ratio(c, x, LAT_P50),
+	       lat_ratio(c, x, LAT_P99), note);
+}
+
 static void lat_table(const struct results *res)
 {
 	printf("%-5s %-5s %-15s %-8s %7s %8s %8s %8s %8s %8s %7s %7s %8s "
@@ -262,11 +273,7 @@ static void lat_table(const struct results *res)
 		if (!ran(x) || !ran(c) || strncmp(c->name, "crs-", 4) ||
 		    strcmp(c->mode, "spin"))
 			continue;
-		char sz[16];
-		fmt_size(sz, sizeof(sz), c->size);
-		printf("  %-5s %s / %s: p50 %.3f, p99 %.3f (per-round "
-		       "medians)\n", sz, c->name, x->name,
-		       lat_ratio(c, x, LAT_P50), lat_ratio(c, x, LAT_P99));
+		lat_ratio_line(c, x, "");
 	}
 	/* The kernel's share of a crs blocking round trip (latency.c):
 	 * what crs-block-uring costs over the same sleep without crs. */
@@ -278,12 +285,7 @@ static void lat_table(const struct results *res)
 		if (!ran(x) || !ran(c) || strcmp(c->name, "crs-block-uring") ||
 		    strcmp(c->s[0].engine, "io_uring"))
 			continue;
-		char sz[16];
-		fmt_size(sz, sizeof(sz), c->size);
-		printf("  %-5s %s / %s: p50 %.3f, p99 %.3f (per-round "
-		       "medians; the rest is crs's own)\n", sz, c->name,
-		       x->name, lat_ratio(c, x, LAT_P50),
-		       lat_ratio(c, x, LAT_P99));
+		lat_ratio_line(c, x, "; the rest is crs's own");
 	}
 	printf("  per-round p50 us [probe after: ns/CPUs]:\n");
 	for (int i = 0; i < res->nlat; i++) {
