@@ -369,12 +369,14 @@ int crs_pub_claim(crs_pub *pub, size_t len, void **buf)
  * path ends in tail calls to them, so it needs no stack frame (fewer
  * stores behind the ring's; pubring.h says why that matters). */
 
-/* Every PUB_SERVE_EVERY messages: mirror the figures, and serve if due.
+/* Every PUB_SERVE_EVERY messages: zero the ring ahead, mirror the
+ * figures, and serve if due.
  * Busy publishers look at the clock every PUB_SERVE_EVERY messages; slow
  * ones (a millisecond or more between looks) at every commit, so
  * newcomers never wait for 16 more. */
 static __attribute__((noinline, cold)) int commit_tick(struct crs_pub *pub)
 {
+	pubring_clean_ahead(&pub->ring);
 	int64_t last = pub->control.next_serve_ns;
 	int64_t now = ipc_now_ns();
 	if (control_serve_due(&pub->control, now))
@@ -417,7 +419,10 @@ static __attribute__((noinline, cold)) int commit_slow(struct crs_pub *pub)
 	return commit_count(pub);
 }
 
-static inline int pub_commit(struct crs_pub *pub, size_t len, int more)
+/* Inlined into both commits: gcc leaves it out of line once it has two
+ * callers, a jump more per commit. */
+static inline __attribute__((always_inline)) int
+pub_commit(struct crs_pub *pub, size_t len, int more)
 {
 	struct pub_ring *r = &pub->ring;
 	if (__builtin_expect(pubring_commit(r, len, more) != 0, 0))

@@ -102,6 +102,39 @@ void pubring_pad(struct pub_ring *r, uint64_t pad)
 	pubring_limit_claims(r);
 }
 
+/* How far ahead of pos pubring_clean_ahead zeroes the ring (at most a
+ * quarter ring), and the most the frames between two ticks may take for
+ * it to do so: about 128 bytes a frame. Bigger frames zero their own
+ * next slot; zeroing ahead of them would write their lines twice. */
+#define CLEAN_AHEAD 4096u
+#define CLEAN_SPAN_MAX (CLEAN_AHEAD / 2)
+
+void pubring_clean_ahead(struct pub_ring *r)
+{
+	uint64_t span = r->pos - r->tick_pos;
+	r->tick_pos = r->pos;
+	/* Replay: what lies ahead is still retained. */
+	if (r->replay || span > CLEAN_SPAN_MAX)
+		return;
+	uint64_t ahead = r->ring_size / 4 < CLEAN_AHEAD ? r->ring_size / 4
+							: CLEAN_AHEAD;
+	if (r->clean_end >= r->pos + ahead / 2)
+		return; /* in steps of half of it or more */
+	/* Not the slot at pos, which a reader may be looking at (the last
+	 * commit zeroed it). Up to room: no reader needs the bytes below
+	 * it any more. */
+	uint64_t from = r->pos + CRS_FRAME_HEADER;
+	if (from < r->clean_end)
+		from = r->clean_end;
+	uint64_t to = r->pos + ahead;
+	if (to > r->room_limit)
+		to = r->room_limit;
+	if (to <= from)
+		return;
+	ring_clean(r->ring, r->mask, from, to);
+	r->clean_end = to;
+}
+
 void pubring_mirror(struct pub_ring *r)
 {
 	struct crs_pub_stats *st = &r->hdr->stats;

@@ -81,6 +81,10 @@ struct pub_ring {
 	 * stored from the store buffer and waits for every older store to
 	 * reach the cache. */
 	uint64_t claim_end;
+	/* The ring holds zeros from pos + 8 up to here (pubring_clean_ahead),
+	 * but for an open claim's payload: a commit whose next header slot
+	 * lies below it need not zero that slot. */
+	uint64_t clean_end;
 	/* Commits take the slow path once seq reaches this: at the tick,
 	 * or at once while they note, flush or fence (limit_commits in
 	 * pubring.c).
@@ -106,6 +110,7 @@ struct pub_ring {
 	int replay; /* CRS_MODE_REPLAY: every claim goes the slow way */
 	uint64_t room_limit; /* frames must end 8 bytes before this */
 	uint64_t tick_seq;   /* the next tick is due once seq reaches it */
+	uint64_t tick_pos;   /* pos at the last tick */
 	struct pubring_watch watch[CRS_SUBSCRIBERS_MAX];
 };
 
@@ -137,6 +142,10 @@ void pubring_want_progress(struct pub_ring *r);
  * value, with a flag set): fence if asked, then wake if one sleeps on
  * the signal. */
 void pubring_wake_from(struct pub_ring *r, int i, uint64_t w);
+/* At a tick: if the frames since the last one were small, zero the
+ * ring ahead of pos (as far as room allows), so that the commits to come
+ * need not zero their next header slots one by one. */
+void pubring_clean_ahead(struct pub_ring *r);
 /* Store position and counters for inspectors (crs_stream_info): kept
  * here by every commit and stored only at a tick, a serve or a flush,
  * so the data path stores no shared line per message. */
@@ -269,9 +278,17 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 			     0))
 		return -EINVAL;
 	uint64_t next = pos + frame_size(len);
-	/* Shorter than claimed: the frame may end before claim_end. */
-	if (__builtin_expect(next < r->claim_end, 0))
+	/* The next header slot must read 0 before this header is stored:
+	 * zero it unless it lies in what was zeroed ahead, or unless the
+	 * claimed payload (which may have been written there) ends before
+	 * it. Shorter than claimed also ends the claim here: pos may not
+	 * pass claim_end. */
+	if (__builtin_expect(next + CRS_FRAME_HEADER > r->clean_end, 0))
+		ring_clear(r->ring, r->mask, next);
+	if (__builtin_expect(next < r->claim_end + CRS_FRAME_HEADER - 1, 0)) {
 		r->claim_end = 0;
+		ring_clear(r->ring, r->mask, next);
+	}
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the
@@ -282,10 +299,9 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 		r->more_word = frame_word(pos, (uint32_t)len);
 		r->more_seq = r->seq;
 		r->more_bytes = r->bytes;
-		ring_clear(r->ring, r->mask, next);
 	} else {
-		ring_commit(r->ring, r->mask, pos, next,
-			    frame_word(pos, (uint32_t)len));
+		ring_publish(r->ring, r->mask, pos,
+			     frame_word(pos, (uint32_t)len));
 	}
 	r->pos = next;
 	r->seq_bytes += (pubring_v2u64){ 1, len };

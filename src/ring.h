@@ -15,15 +15,19 @@
  * rest of the ring (ring_wraps, ring_pad_needed, ring_pad), so readers
  * see every frame contiguous.
  *
- * The commit. One writer. Writing a frame of `bytes` at pos touches
+ * The commit. One writer. Writing a frame of `bytes` at pos needs
  * [pos, pos + bytes + CRS_FRAME_HEADER): the frame and the header slot
- * after it (ring_end), which it zeroes (relaxed) before it stores the
- * frame's own header word (release, ring_commit). That release store is
+ * after it (ring_end), which must hold zero before the frame's own
+ * header word is stored (release, ring_publish). That release store is
  * the whole commit: it orders the payload and the zeroed next slot
  * before the header, and pairs with the reader's acquire load of that
- * header (ring_load). Deferred commits (crs_pub_commit_more) zero the
- * next slot now (ring_clear) and store the first deferred header last
- * (ring_publish), so a reader stops at it until then.
+ * header (ring_load). The slot is zeroed by the commit (ring_clear,
+ * ring_commit), or earlier: a writer of small frames zeroes the ring
+ * ahead of its position now and then (ring_clean), one memset for
+ * many commits, which also makes the lines ahead its own before the
+ * frames need them. Deferred commits (crs_pub_commit_more) store the
+ * first deferred header last (at the flush), so a reader stops at it
+ * until then.
  *
  * Reading. A reader at pos goes by the header word there alone. The
  * writer zeroed that slot before it published the frame in front of it,
@@ -54,6 +58,7 @@
 #define CRS_RING_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "atomics.h"
 #include "frame.h"
@@ -206,6 +211,22 @@ static inline void ring_clear(uint8_t *ring, uint64_t mask, uint64_t pos)
 	shm_store_relaxed(ring_slot_mut(ring, mask, pos), 0);
 }
 
+/* Zero the bytes at positions [from, to), at most a ring's size: every
+ * header slot there reads as not committed until a frame is published
+ * in it. Plain stores: the release store of the header in front of them
+ * orders them for readers, and readers go by that header alone. */
+static inline void ring_clean(uint8_t *ring, uint64_t mask, uint64_t from,
+			      uint64_t to)
+{
+	uint64_t off = from & mask, n = to - from, tail = mask + 1 - off;
+	if (n <= tail) {
+		memset(ring + off, 0, n);
+	} else {
+		memset(ring + off, 0, tail);
+		memset(ring, 0, n - tail);
+	}
+}
+
 /* Store the header word of the frame at pos: its commit, after its
  * payload and the zeroed slot behind it. Pairs with the acquire load in
  * ring_load(). */
@@ -215,7 +236,8 @@ static inline void ring_publish(uint8_t *ring, uint64_t mask, uint64_t pos,
 	shm_store_release(ring_slot_mut(ring, mask, pos), word);
 }
 
-/* Commit the frame at pos whose successor starts at next. */
+/* Commit the frame at pos whose successor starts at next, zeroing the
+ * slot there first. */
 static inline void ring_commit(uint8_t *ring, uint64_t mask, uint64_t pos,
 			       uint64_t next, uint64_t word)
 {

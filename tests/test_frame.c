@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "src/pub.h"
 #include "src/ring.h"
 
 #define RING 4096u
@@ -284,6 +285,69 @@ static void test_claim_api(void **state)
 	crs_pub_close(pub);
 }
 
+/* ---- a commit shorter than its claim ---------------------------------- */
+
+#define SHORT_SEQ 40 /* after enough small ones that the ring is zeroed ahead */
+
+/* Reads the messages before SHORT_SEQ and the short one, then finds
+ * nothing more (each poll would see a frame left in the claimed bytes
+ * past its end), then reads the next one and the end. */
+static int child_short(void *arg, int chan)
+{
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(arg, 0, &sub), 0);
+	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	struct crs_msg m;
+	for (uint64_t seq = 0; seq <= SHORT_SEQ + 1; seq++) {
+		if (seq == SHORT_SEQ + 1) {
+			for (int i = 0; i < 1000; i++)
+				CHECK_EQ(crs_sub_poll(sub, &m), 0);
+			CHECK_EQ(tu_send(chan, 3, 0), 0);
+		}
+		CHECK_EQ(tu_sub_next(sub, &m, 20000), 1);
+		CHECK_EQ(m.seq, seq);
+		CHECK_EQ(m.len, seq == SHORT_SEQ ? 16 : 8);
+		CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+	}
+	CHECK_EQ(tu_sub_next(sub, &m, 20000), -CRS_EEND);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* The bytes a claim took past the committed length may hold anything,
+ * here the header a frame at the next position would have: it must
+ * not look committed, whether or not the ring was zeroed ahead there. */
+static void test_short_commit(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "short");
+	int chan;
+	pid_t pid = tu_spawn(child_short, name, &chan, 60);
+	crs_pub *pub = tu_make_pub(name, 1 << 20);
+	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
+	for (uint64_t seq = 0; seq < SHORT_SEQ; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, 8, 10000), 0);
+	struct pub_ring *r = &((struct crs_pub *)pub)->ring;
+	assert_true(r->clean_end > r->pos + 256); /* zeroed ahead */
+	void *buf;
+	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
+	uint64_t next = r->pos + frame_size(16);
+	memset(buf, 0xee, 200);
+	tu_fill(buf, 16, SHORT_SEQ);
+	uint64_t fake = frame_word(next, 0);
+	memcpy((uint8_t *)buf + 16, &fake, sizeof(fake));
+	assert_int_equal(crs_pub_commit(pub, 16), 0);
+	assert_int_equal(tu_expect(chan, 3, NULL, 10000), 0);
+	assert_int_equal(tu_pub_send(pub, SHORT_SEQ + 1, 8, 10000), 0);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
 /* ---- wrap-around --------------------------------------------------------- */
 
 /*
@@ -522,6 +586,7 @@ int main(void)
 		TU_TEST(test_check_uncommitted),
 		TU_TEST(test_check_corrupt),
 		TU_TEST(test_claim_api),
+		TU_TEST(test_short_commit),
 		TU_TEST(test_wrap_every_length_every_offset),
 	};
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);

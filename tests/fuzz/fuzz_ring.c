@@ -11,11 +11,15 @@
  *    what the full check refuses, nor with another length; padding ends
  *    at the ring's end; and the walk ends within one step per slot.
  * 2. An honest writer over that junk. The input is also a list of
- *    message lengths, written as pubring.h writes them (room up to the
+ *    messages, written as pubring.h writes them (room up to the
  *    reader's position plus a ring, ring_pad_needed and ring_pad at the
- *    wrap, ring_commit) with a reader draining behind it now and then.
- *    The reader gets every message, in order, with its bytes, and stops
- *    exactly where the writer is (the junk never looks committed); the
+ *    wrap; the next header slot zeroed unless it was zeroed ahead with
+ *    ring_clean, which the input asks for now and then; a message
+ *    committed shorter than its claim, with what would pass for the
+ *    next frame's header written past its end), with a reader draining
+ *    behind it now and then. The reader gets every message, in order,
+ *    with its bytes, and stops exactly where the writer is (neither the
+ *    junk nor the bytes past a short commit look committed); the
  *    writer's own walk (ring_next, as retention does) meets the same
  *    messages.
  *
@@ -85,6 +89,7 @@ struct honest {
 	uint64_t wpos, wseq; /* the writer */
 	uint64_t rpos, rseq; /* the reader */
 	uint64_t tpos, tseq; /* the writer's own walk behind the reader */
+	uint64_t clean_end;  /* zero from wpos + 8 up to here */
 	uint32_t lens[RING_MAX / CRS_FRAME_HEADER]; /* by seq, circular */
 };
 
@@ -131,11 +136,18 @@ static void drain(struct honest *h)
 		abort();
 }
 
-static void write_one(struct honest *h, uint32_t len)
+/* Write a message of len, claimed extra bytes longer (filled too); then,
+ * with clean, zero the ring ahead by up to ahead bytes, as
+ * pubring_clean_ahead does. */
+static void write_one(struct honest *h, uint32_t len, uint32_t extra,
+		      int clean, uint64_t ahead)
 {
 	const struct ring_view *v = h->v;
 	uint8_t *base = ring;
-	uint64_t frame = frame_size(len);
+	uint32_t claimed = len + extra;
+	if (claimed > v->max_message)
+		claimed = len;
+	uint64_t frame = frame_size(claimed);
 	uint64_t pad = ring_pad_needed(h->wpos & v->mask, frame, v->size);
 	if (ring_end(h->wpos, pad + frame) > h->rpos + v->size) {
 		drain(h); /* no room: the reader must catch up first */
@@ -147,13 +159,35 @@ static void write_one(struct honest *h, uint32_t len)
 		ring_pad(base, v->mask, h->wpos, pad);
 		h->wpos += pad;
 	}
-	memset(base + ring_payload_offset(v->mask, h->wpos), (uint8_t)h->wseq,
-	       len);
+	uint8_t *p = base + ring_payload_offset(v->mask, h->wpos);
+	memset(p, (uint8_t)h->wseq, claimed);
+	uint64_t next = h->wpos + frame_size(len);
+	/* Past a short commit: a header for the next position, as a
+	 * payload may hold one. */
+	uint64_t slot = next - h->wpos - CRS_FRAME_HEADER;
+	if (slot + sizeof(uint64_t) <= claimed) {
+		uint64_t fake = frame_word(next, 0);
+		memcpy(p + slot, &fake, sizeof(fake));
+	}
 	*len_of(h, h->wseq) = len;
-	ring_commit(base, v->mask, h->wpos, h->wpos + frame,
-		    frame_word(h->wpos, len));
-	h->wpos += frame;
+	/* As pubring_commit: unless zeroed ahead and clear of the claim. */
+	if (next + CRS_FRAME_HEADER > h->clean_end ||
+	    next < h->wpos + CRS_FRAME_HEADER + claimed)
+		ring_clear(base, v->mask, next);
+	ring_publish(base, v->mask, h->wpos, frame_word(h->wpos, len));
+	h->wpos = next;
 	h->wseq++;
+	if (!clean)
+		return;
+	uint64_t from = h->wpos + CRS_FRAME_HEADER, to = h->wpos + ahead;
+	if (from < h->clean_end)
+		from = h->clean_end;
+	if (to > h->rpos + v->size)
+		to = h->rpos + v->size;
+	if (to > from) {
+		ring_clean(base, v->mask, from, to);
+		h->clean_end = to;
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -193,9 +227,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	h.v = &v;
 	h.wpos = h.rpos = h.tpos = start;
 	ring_clear(ring, v.mask, start);
-	for (size_t i = 0; i + 2 <= n; i += 2) {
+	/* Three bytes a message: its length, and whether the reader drains
+	 * after it (top bit); how much longer it was claimed (low 6 bits),
+	 * and whether the writer zeroes ahead after it (bit 6), as far as
+	 * the length says (up to a quarter ring). */
+	for (size_t i = 0; i + 3 <= n; i += 3) {
 		uint32_t x = (uint32_t)(rest[i] | rest[i + 1] << 8);
-		write_one(&h, (x & 0x7fff) % (v.max_message + 1));
+		uint8_t y = rest[i + 2];
+		write_one(&h, (x & 0x7fff) % (v.max_message + 1), y & 63u,
+			  (y >> 6) & 1, (x & 0x7fff) % (rsize / 4 + 1));
 		if (x & 0x8000)
 			drain(&h);
 	}
