@@ -51,7 +51,7 @@ static void limit_commits(struct pub_ring *r)
 void pubring_set_open(struct pub_ring *r, int open)
 {
 	r->open = open;
-	r->claim_end = 0;
+	pubring_abort(r);
 	pubring_limit_claims(r);
 }
 

@@ -206,9 +206,14 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 	return 0;
 }
 
+/* End the open claim (if any) without a commit. Its payload may have
+ * been written into what was zeroed ahead: no longer count that as
+ * zero (the next clean-ahead zeroes it again). */
 static inline void pubring_abort(struct pub_ring *r)
 {
 	r->claim_end = 0;
+	if (r->clean_end > r->pos + CRS_FRAME_HEADER)
+		r->clean_end = r->pos + CRS_FRAME_HEADER;
 }
 
 /* After a commit: the first park word with a flag set (a subscriber

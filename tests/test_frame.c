@@ -291,7 +291,8 @@ static void test_claim_api(void **state)
 
 /* Reads the messages before SHORT_SEQ and the short one, then finds
  * nothing more (each poll would see a frame left in the claimed bytes
- * past its end), then reads the next one and the end. */
+ * past its end), then reads the next one (written over an aborted
+ * claim), finds nothing more again, and reads the end. */
 static int child_short(void *arg, int chan)
 {
 	crs_sub *sub;
@@ -299,11 +300,13 @@ static int child_short(void *arg, int chan)
 	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
 	CHECK_EQ(tu_send(chan, 1, 0), 0);
 	struct crs_msg m;
-	for (uint64_t seq = 0; seq <= SHORT_SEQ + 1; seq++) {
-		if (seq == SHORT_SEQ + 1) {
+	for (uint64_t seq = 0; seq <= SHORT_SEQ + 2; seq++) {
+		if (seq > SHORT_SEQ) {
 			for (int i = 0; i < 1000; i++)
 				CHECK_EQ(crs_sub_poll(sub, &m), 0);
 			CHECK_EQ(tu_send(chan, 3, 0), 0);
+			if (seq == SHORT_SEQ + 2)
+				break;
 		}
 		CHECK_EQ(tu_sub_next(sub, &m, 20000), 1);
 		CHECK_EQ(m.seq, seq);
@@ -315,9 +318,10 @@ static int child_short(void *arg, int chan)
 	return 0;
 }
 
-/* The bytes a claim took past the committed length may hold anything,
- * here the header a frame at the next position would have: it must
- * not look committed, whether or not the ring was zeroed ahead there. */
+/* The bytes a claim took past the committed length, or took and then
+ * aborted, may hold anything, here the header a frame at the next
+ * position would have: it must not look committed, whether or not the
+ * ring was zeroed ahead there. */
 static void test_short_commit(void **state)
 {
 	(void)state;
@@ -341,7 +345,17 @@ static void test_short_commit(void **state)
 	memcpy((uint8_t *)buf + 16, &fake, sizeof(fake));
 	assert_int_equal(crs_pub_commit(pub, 16), 0);
 	assert_int_equal(tu_expect(chan, 3, NULL, 10000), 0);
+	/* An aborted claim whose bytes hold a header for every position
+	 * its payload covers: the next message must not be followed by
+	 * one of them. */
+	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
+	for (uint64_t off = 0; off + 8 <= 200; off += 8) {
+		fake = frame_word(r->pos + CRS_FRAME_HEADER + off, 0);
+		memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
+	}
+	crs_pub_abort(pub);
 	assert_int_equal(tu_pub_send(pub, SHORT_SEQ + 1, 8, 10000), 0);
+	assert_int_equal(tu_expect(chan, 3, NULL, 10000), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
 	close(chan);

@@ -12,6 +12,8 @@
  *   - a subscriber that completed has every message from where it
  *     joined to the end, exactly once;
  *   - the stream name can be taken again at once by a new publisher.
+ * Messages come in stretches of any length up to MAX_LEN and of small
+ * ones, which the publisher writes into ring it zeroed ahead.
  *
  * Every third round is a shared stream (crs_pub_opts.shared): several
  * publisher processes, one of which is SIGKILLed at a random moment
@@ -59,9 +61,16 @@ static uint64_t rnd(uint64_t n)
 	return (rng_state >> 33) % (n ? n : 1);
 }
 
+/* Stretches of SMALL_RUN messages of any length below MAX_LEN alternate
+ * with stretches of small ones (below SMALL_LEN), ahead of which the
+ * publisher zeroes its ring (pubring_clean_ahead): kills land in both. */
+#define SMALL_RUN 512
+#define SMALL_LEN 64
+
 static size_t msg_len(uint64_t seq)
 {
-	return (size_t)(tu_mix(seq) % MAX_LEN);
+	uint64_t m = tu_mix(seq);
+	return (size_t)((seq / SMALL_RUN) & 1 ? m % SMALL_LEN : m % MAX_LEN);
 }
 
 /* A shared round: its publishers and subscribers (set before forking). */

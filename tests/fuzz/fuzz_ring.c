@@ -15,8 +15,9 @@
  *    reader's position plus a ring, ring_pad_needed and ring_pad at the
  *    wrap; the next header slot zeroed unless it was zeroed ahead with
  *    ring_clean, which the input asks for now and then; a message
- *    committed shorter than its claim, with what would pass for the
- *    next frame's header written past its end), with a reader draining
+ *    committed shorter than its claim, or written over an aborted one,
+ *    with what would pass for the next frame's header written past its
+ *    end), with a reader draining
  *    behind it now and then. The reader gets every message, in order,
  *    with its bytes, and stops exactly where the writer is (neither the
  *    junk nor the bytes past a short commit look committed); the
@@ -136,6 +137,26 @@ static void drain(struct honest *h)
 		abort();
 }
 
+/* A claim of up to 512 bytes at the writer's position, filled with the
+ * header of every position it covers, then aborted (pubring_abort):
+ * where it fits before the ring's end and within room. */
+static void abort_claim(struct honest *h)
+{
+	const struct ring_view *v = h->v;
+	uint32_t n = v->max_message < 512 ? v->max_message : 512;
+	uint64_t frame = frame_size(n);
+	if (ring_wraps(h->wpos & v->mask, frame, v->size) ||
+	    ring_end(h->wpos, frame) > h->rpos + v->size)
+		return;
+	uint8_t *p = ring + ring_payload_offset(v->mask, h->wpos);
+	for (uint64_t off = 0; off + 8 <= n; off += 8) {
+		uint64_t fake = frame_word(h->wpos + CRS_FRAME_HEADER + off, 0);
+		memcpy(p + off, &fake, sizeof(fake));
+	}
+	if (h->clean_end > h->wpos + CRS_FRAME_HEADER)
+		h->clean_end = h->wpos + CRS_FRAME_HEADER;
+}
+
 /* Write a message of len, claimed extra bytes longer (filled too); then,
  * with clean, zero the ring ahead by up to ahead bytes, as
  * pubring_clean_ahead does. */
@@ -229,11 +250,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ring_clear(ring, v.mask, start);
 	/* Three bytes a message: its length, and whether the reader drains
 	 * after it (top bit); how much longer it was claimed (low 6 bits),
-	 * and whether the writer zeroes ahead after it (bit 6), as far as
-	 * the length says (up to a quarter ring). */
+	 * whether the writer zeroes ahead after it (bit 6), as far as the
+	 * length says (up to a quarter ring), and whether an aborted claim
+	 * comes before it (bit 7). */
 	for (size_t i = 0; i + 3 <= n; i += 3) {
 		uint32_t x = (uint32_t)(rest[i] | rest[i + 1] << 8);
 		uint8_t y = rest[i + 2];
+		if (y & 0x80)
+			abort_claim(&h);
 		write_one(&h, (x & 0x7fff) % (v.max_message + 1), y & 63u,
 			  (y >> 6) & 1, (x & 0x7fff) % (rsize / 4 + 1));
 		if (x & 0x8000)
