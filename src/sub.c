@@ -339,13 +339,26 @@ static inline int sub_quiet(struct crs_sub *sub)
 	       !sub->pub_dead && sub->quiet_polls && --sub->quiet_polls;
 }
 
+/* A caught-up reader, polling for the frame at pos, also keeps the
+ * ring's next line in its cache: a small frame that straddles the two
+ * then arrives in both at once, not in one after the other (a spinning
+ * round trip at 32 B, 40-byte frames: 491 -> 443 ns p50, 9 rounds per
+ * build). A prefetch of our own mapping: nothing is read. */
+static inline void sub_warm_next_line(const struct crs_sub *sub)
+{
+	uint64_t next = ((sub->pos & sub->ring.mask) | (CRS_CACHELINE - 1)) + 1;
+	__builtin_prefetch(sub->ring.base + (next & sub->ring.mask));
+}
+
 /* sub_next's slow path: every case sub_peek() leaves out. */
 static __attribute__((noinline, cold)) int sub_next_slow(struct crs_sub *sub,
 							 uint64_t *len)
 {
 	sub->nones++;
-	if (sub_quiet(sub))
+	if (sub_quiet(sub)) {
+		sub_warm_next_line(sub);
 		return 0;
+	}
 	if (sub->cold)
 		return sub_cold(sub, len);
 	/* Evicted: the publisher no longer protects what we have not read,
