@@ -113,8 +113,9 @@ void pubring_clean_ahead(struct pub_ring *r)
 {
 	uint64_t span = r->pos - r->tick_pos;
 	r->tick_pos = r->pos;
-	/* Replay: what lies ahead is still retained. */
-	if (r->replay || span > CLEAN_SPAN_MAX)
+	/* Replay: what lies ahead is still retained. An open claim: its
+	 * payload lies ahead. */
+	if (r->replay || span > CLEAN_SPAN_MAX || pubring_claim_open(r))
 		return;
 	uint64_t ahead = r->ring_size / 4 < CLEAN_AHEAD ? r->ring_size / 4
 							: CLEAN_AHEAD;

@@ -81,9 +81,12 @@ struct pub_ring {
 	 * stored from the store buffer and waits for every older store to
 	 * reach the cache. */
 	uint64_t claim_end;
-	/* The ring holds zeros from pos + 8 up to here (pubring_clean_ahead),
-	 * but for an open claim's payload: a commit whose next header slot
-	 * lies below it need not zero that slot. */
+	/* The ring holds zeros from pos + 8 up to here, but for an open
+	 * claim's payload: a commit whose next header slot lies below it
+	 * need not zero that slot. Raised by pubring_clean_ahead, never
+	 * while a claim is open; lowered to pos + 8 (or next + 8) where a
+	 * claim's bytes stay behind: an abort, a commit shorter than its
+	 * claim. */
 	uint64_t clean_end;
 	/* Commits take the slow path once seq reaches this: at the tick,
 	 * or at once while they note, flush or fence (limit_commits in
@@ -144,7 +147,8 @@ void pubring_want_progress(struct pub_ring *r);
 void pubring_wake_from(struct pub_ring *r, int i, uint64_t w);
 /* At a tick: if the frames since the last one were small, zero the
  * ring ahead of pos (as far as room allows), so that the commits to come
- * need not zero their next header slots one by one. */
+ * need not zero their next header slots one by one. Not while a claim
+ * is open (a flush may tick then): its payload lies ahead of pos. */
 void pubring_clean_ahead(struct pub_ring *r);
 /* Store position and counters for inspectors (crs_stream_info): kept
  * here by every commit and stored only at a tick, a serve or a flush,
@@ -211,6 +215,8 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
  * zero (the next clean-ahead zeroes it again). */
 static inline void pubring_abort(struct pub_ring *r)
 {
+	if (!pubring_claim_open(r))
+		return;
 	r->claim_end = 0;
 	if (r->clean_end > r->pos + CRS_FRAME_HEADER)
 		r->clean_end = r->pos + CRS_FRAME_HEADER;
@@ -284,15 +290,18 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 		return -EINVAL;
 	uint64_t next = pos + frame_size(len);
 	/* The next header slot must read 0 before this header is stored:
-	 * zero it unless it lies in what was zeroed ahead, or unless the
-	 * claimed payload (which may have been written there) ends before
-	 * it. Shorter than claimed also ends the claim here: pos may not
-	 * pass claim_end. */
+	 * zero it unless it lies in what was zeroed ahead and the claimed
+	 * payload (which may have been written there) ends before it.
+	 * Shorter than that: the claim's bytes past the frame no longer
+	 * count as zero, and the claim ends here (pos may not pass
+	 * claim_end). */
 	if (__builtin_expect(next + CRS_FRAME_HEADER > r->clean_end, 0))
 		ring_clear(r->ring, r->mask, next);
 	if (__builtin_expect(next < r->claim_end + CRS_FRAME_HEADER - 1, 0)) {
 		r->claim_end = 0;
 		ring_clear(r->ring, r->mask, next);
+		if (r->clean_end > next + CRS_FRAME_HEADER)
+			r->clean_end = next + CRS_FRAME_HEADER;
 	}
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at

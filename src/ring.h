@@ -193,7 +193,8 @@ static inline uint64_t ring_pad_needed(uint64_t off, uint64_t bytes,
 }
 
 /* Where the room that writing bytes at pos needs ends: the frames and
- * the next header slot, which the commit zeroes. */
+ * the next header slot, which must be zero (zeroed ahead, or by the
+ * commit). */
 static inline uint64_t ring_end(uint64_t pos, uint64_t bytes)
 {
 	return pos + bytes + CRS_FRAME_HEADER;

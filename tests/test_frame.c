@@ -285,78 +285,192 @@ static void test_claim_api(void **state)
 	crs_pub_close(pub);
 }
 
-/* ---- a commit shorter than its claim ---------------------------------- */
+/* ---- claims over the ring zeroed ahead --------------------------------- */
 
-#define SHORT_SEQ 40 /* after enough small ones that the ring is zeroed ahead */
+enum { Z_READY = 1, Z_QUIET, Z_DONE };
 
-/* Reads the messages before SHORT_SEQ and the short one, then finds
- * nothing more (each poll would see a frame left in the claimed bytes
- * past its end), then reads the next one (written over an aborted
- * claim), finds nothing more again, and reads the end. */
-static int child_short(void *arg, int chan)
+/* Set before the child is forked: the length each message must have,
+ * if its bytes are not tu_fill's. */
+static size_t (*zeroed_len)(uint64_t seq);
+
+/* Takes every message, checking its sequence and bytes (or length);
+ * after each one
+ * the parent marks (by its sequence, sent ahead) it polls 1000 times and
+ * must find nothing more, then says so. At the end: count and bytes. */
+static int child_zeroed(void *arg, int chan)
 {
 	crs_sub *sub;
 	CHECK_EQ(tu_sub_open(arg, 0, &sub), 0);
 	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
-	CHECK_EQ(tu_send(chan, 1, 0), 0);
+	CHECK_EQ(tu_send(chan, Z_READY, 0), 0);
+	uint64_t quiet_after, n = 0, bytes = 0;
+	CHECK_EQ(tu_expect(chan, Z_QUIET, &quiet_after, 20000), 0);
 	struct crs_msg m;
-	for (uint64_t seq = 0; seq <= SHORT_SEQ + 2; seq++) {
-		if (seq > SHORT_SEQ) {
-			for (int i = 0; i < 1000; i++)
-				CHECK_EQ(crs_sub_poll(sub, &m), 0);
-			CHECK_EQ(tu_send(chan, 3, 0), 0);
-			if (seq == SHORT_SEQ + 2)
-				break;
-		}
-		CHECK_EQ(tu_sub_next(sub, &m, 20000), 1);
-		CHECK_EQ(m.seq, seq);
-		CHECK_EQ(m.len, seq == SHORT_SEQ ? 16 : 8);
-		CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+	int r;
+	while ((r = tu_sub_next(sub, &m, 20000)) == 1) {
+		CHECK_EQ(m.seq, n);
+		if (zeroed_len)
+			CHECK_EQ(m.len, zeroed_len(m.seq));
+		else
+			CHECK(tu_verify(m.data, m.len, m.seq) < 0);
+		n++;
+		bytes += m.len;
+		if (m.seq != quiet_after)
+			continue;
+		for (int i = 0; i < 1000; i++)
+			CHECK_EQ(crs_sub_poll(sub, &m), 0);
+		CHECK_EQ(tu_send(chan, Z_QUIET, 0), 0);
+		CHECK_EQ(tu_expect(chan, Z_QUIET, &quiet_after, 20000), 0);
 	}
-	CHECK_EQ(tu_sub_next(sub, &m, 20000), -CRS_EEND);
+	CHECK_EQ(r, -CRS_EEND);
+	CHECK_EQ(tu_send(chan, Z_DONE, n), 0);
+	CHECK_EQ(tu_send(chan, Z_DONE, bytes), 0);
 	crs_sub_close(sub);
 	return 0;
 }
 
+/* Fill the claim's n bytes from byte from on with the header a frame
+ * would have at each position they cover. */
+static void plant_headers(const struct pub_ring *r, void *buf, size_t from,
+			  size_t n)
+{
+	for (size_t off = from; off + 8 <= n; off += 8) {
+		uint64_t fake = frame_word(r->pos + CRS_FRAME_HEADER + off, 0);
+		memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
+	}
+}
+
+/* Send seq (len bytes), then have the child check that nothing follows
+ * it; the parent's half of child_zeroed's marks. */
+static void send_then_quiet(crs_pub *pub, int chan, uint64_t seq, size_t len)
+{
+	assert_int_equal(tu_send(chan, Z_QUIET, seq), 0);
+	assert_int_equal(tu_pub_send(pub, seq, len, 10000), 0);
+	assert_int_equal(tu_serve_expect(pub, chan, Z_QUIET, NULL, 10000), 0);
+}
+
 /* The bytes a claim took past the committed length, or took and then
- * aborted, may hold anything, here the header a frame at the next
- * position would have: it must not look committed, whether or not the
- * ring was zeroed ahead there. */
-static void test_short_commit(void **state)
+ * aborted, may hold anything, here the header a frame would have at
+ * each position they cover: none may look committed, whether or not the
+ * ring was zeroed ahead there. And zeroing ahead never touches an open
+ * claim, even when a flush ticks meanwhile. */
+static void test_claims_over_zeroed_ring(void **state)
 {
 	(void)state;
 	char name[64];
-	tu_name(name, sizeof(name), "short");
+	tu_name(name, sizeof(name), "zeroed");
 	int chan;
-	pid_t pid = tu_spawn(child_short, name, &chan, 60);
+	pid_t pid = tu_spawn(child_zeroed, name, &chan, 60);
 	crs_pub *pub = tu_make_pub(name, 1 << 20);
-	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
-	assert_int_equal(tu_expect(chan, 1, NULL, 10000), 0);
-	for (uint64_t seq = 0; seq < SHORT_SEQ; seq++)
-		assert_int_equal(tu_pub_send(pub, seq, 8, 10000), 0);
 	struct pub_ring *r = &((struct crs_pub *)pub)->ring;
+	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, Z_READY, NULL, 10000), 0);
+	uint64_t seq = 0, bytes = 0;
+	for (; seq < 40; seq++, bytes += 8)
+		assert_int_equal(tu_pub_send(pub, seq, 8, 10000), 0);
 	assert_true(r->clean_end > r->pos + 256); /* zeroed ahead */
+	/* Committed shorter than claimed: then two more small ones, whose
+	 * next slots lie in the claim's bytes. */
 	void *buf;
+	assert_int_equal(tu_send(chan, Z_QUIET, seq), 0);
 	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
-	uint64_t next = r->pos + frame_size(16);
-	memset(buf, 0xee, 200);
-	tu_fill(buf, 16, SHORT_SEQ);
-	uint64_t fake = frame_word(next, 0);
-	memcpy((uint8_t *)buf + 16, &fake, sizeof(fake));
+	plant_headers(r, buf, 0, 200);
+	tu_fill(buf, 16, seq);
 	assert_int_equal(crs_pub_commit(pub, 16), 0);
-	assert_int_equal(tu_expect(chan, 3, NULL, 10000), 0);
-	/* An aborted claim whose bytes hold a header for every position
-	 * its payload covers: the next message must not be followed by
-	 * one of them. */
+	assert_int_equal(tu_expect(chan, Z_QUIET, NULL, 10000), 0);
+	bytes += 16;
+	send_then_quiet(pub, chan, ++seq, 8);
+	send_then_quiet(pub, chan, ++seq, 8);
+	bytes += 16;
+	/* Aborted. */
 	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
-	for (uint64_t off = 0; off + 8 <= 200; off += 8) {
-		fake = frame_word(r->pos + CRS_FRAME_HEADER + off, 0);
-		memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
-	}
+	plant_headers(r, buf, 0, 200);
 	crs_pub_abort(pub);
-	assert_int_equal(tu_pub_send(pub, SHORT_SEQ + 1, 8, 10000), 0);
-	assert_int_equal(tu_expect(chan, 3, NULL, 10000), 0);
+	send_then_quiet(pub, chan, ++seq, 8);
+	bytes += 8;
+	/* A claim open while a flush ticks: deferred messages up to the
+	 * tick, the claim, the flush, the commit. */
+	seq++;
+	while (r->seq + 1 < r->tick_seq) {
+		assert_int_equal(crs_pub_claim(pub, 8, &buf), 0);
+		tu_fill(buf, 8, seq++);
+		assert_int_equal(crs_pub_commit_more(pub, 8), 0);
+		bytes += 8;
+	}
+	assert_int_equal(crs_pub_claim(pub, 8, &buf), 0);
+	tu_fill(buf, 8, seq++);
+	assert_int_equal(crs_pub_commit_more(pub, 8), 0);
+	assert_int_equal(crs_pub_claim(pub, 64, &buf), 0);
+	tu_fill(buf, 64, seq);
+	assert_true(crs_pub_flush(pub) > 0);
+	assert_int_equal(crs_pub_commit(pub, 64), 0);
+	bytes += 8 + 64;
+	assert_int_equal(tu_send(chan, Z_QUIET, UINT64_MAX), 0);
 	assert_int_equal(crs_pub_complete(pub), 0);
+	uint64_t got;
+	assert_int_equal(tu_serve_expect(pub, chan, Z_DONE, &got, 10000), 0);
+	assert_int_equal(got, seq + 1);
+	assert_int_equal(tu_expect(chan, Z_DONE, &got, 10000), 0);
+	assert_int_equal(got, bytes);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
+/* For a ring crossed by frames of many lengths: */
+static size_t lap_len(uint64_t seq)
+{
+	return 1000 - 8 * (size_t)(seq % 7);
+}
+
+/* Frames too big to be zeroed ahead of, whose payloads hold, at every
+ * slot, the header a frame would have there one lap later: over three
+ * laps, each commit's own zeroing of its next slot is all that keeps
+ * the reader from taking one for a message. */
+static void test_lap_over_planted_headers(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "lap");
+	int chan;
+	zeroed_len = lap_len;
+	pid_t pid = tu_spawn(child_zeroed, name, &chan, 60);
+	zeroed_len = NULL;
+	const uint64_t ring = 1 << 16;
+	crs_pub *pub = tu_make_pub(name, ring);
+	struct pub_ring *r = &((struct crs_pub *)pub)->ring;
+	assert_int_equal(crs_pub_wait_subscribers(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, Z_READY, NULL, 10000), 0);
+	uint64_t seq, bytes = 0;
+	for (seq = 0; seq < 3 * ring / 1000; seq++) {
+		size_t len = lap_len(seq);
+		void *buf;
+		int err;
+		while ((err = crs_pub_claim(pub, len, &buf)) != 0) {
+			assert_true(err == -CRS_ENODEMAND || err == -CRS_ENOROOM);
+			assert_int_equal(crs_pub_wait(pub, len, 10000), 0);
+		}
+		for (size_t off = 0; off + 8 <= len; off += 8) {
+			uint64_t at = r->pos + CRS_FRAME_HEADER + off + ring;
+			uint64_t fake = frame_word(at, 0);
+			memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
+		}
+		/* The reader looks at the slot after each one before the
+		 * next is written. */
+		assert_int_equal(tu_send(chan, Z_QUIET, seq), 0);
+		assert_int_equal(crs_pub_commit(pub, len), 0);
+		assert_int_equal(tu_serve_expect(pub, chan, Z_QUIET, NULL, 10000),
+				 0);
+		bytes += len;
+	}
+	assert_true(r->clean_end < r->pos); /* never zeroed ahead */
+	assert_int_equal(tu_send(chan, Z_QUIET, UINT64_MAX), 0);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	uint64_t got;
+	assert_int_equal(tu_serve_expect(pub, chan, Z_DONE, &got, 10000), 0);
+	assert_int_equal(got, seq);
+	assert_int_equal(tu_expect(chan, Z_DONE, &got, 10000), 0);
+	assert_int_equal(got, bytes);
 	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
 	close(chan);
 	crs_pub_close(pub);
@@ -600,7 +714,8 @@ int main(void)
 		TU_TEST(test_check_uncommitted),
 		TU_TEST(test_check_corrupt),
 		TU_TEST(test_claim_api),
-		TU_TEST(test_short_commit),
+		TU_TEST(test_claims_over_zeroed_ring),
+		TU_TEST(test_lap_over_planted_headers),
 		TU_TEST(test_wrap_every_length_every_offset),
 	};
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);

@@ -181,26 +181,31 @@ static void write_one(struct honest *h, uint32_t len, uint32_t extra,
 		h->wpos += pad;
 	}
 	uint8_t *p = base + ring_payload_offset(v->mask, h->wpos);
-	memset(p, (uint8_t)h->wseq, claimed);
-	uint64_t next = h->wpos + frame_size(len);
-	/* Past a short commit: a header for the next position, as a
-	 * payload may hold one. */
-	uint64_t slot = next - h->wpos - CRS_FRAME_HEADER;
-	if (slot + sizeof(uint64_t) <= claimed) {
-		uint64_t fake = frame_word(next, 0);
-		memcpy(p + slot, &fake, sizeof(fake));
+	memset(p, (uint8_t)h->wseq, len);
+	/* Past a short commit: a header for every position it covers, as a
+	 * payload may hold them. */
+	uint64_t from = frame_size(len) - CRS_FRAME_HEADER;
+	for (uint64_t off = from; off + 8 <= claimed; off += 8) {
+		uint64_t fake = frame_word(h->wpos + CRS_FRAME_HEADER + off, 0);
+		memcpy(p + off, &fake, sizeof(fake));
 	}
+	uint64_t next = h->wpos + frame_size(len);
 	*len_of(h, h->wseq) = len;
 	/* As pubring_commit: unless zeroed ahead and clear of the claim. */
-	if (next + CRS_FRAME_HEADER > h->clean_end ||
-	    next < h->wpos + CRS_FRAME_HEADER + claimed)
+	if (next + CRS_FRAME_HEADER > h->clean_end)
 		ring_clear(base, v->mask, next);
+	if (next < h->wpos + CRS_FRAME_HEADER + claimed) {
+		ring_clear(base, v->mask, next);
+		if (h->clean_end > next + CRS_FRAME_HEADER)
+			h->clean_end = next + CRS_FRAME_HEADER;
+	}
 	ring_publish(base, v->mask, h->wpos, frame_word(h->wpos, len));
 	h->wpos = next;
 	h->wseq++;
 	if (!clean)
 		return;
-	uint64_t from = h->wpos + CRS_FRAME_HEADER, to = h->wpos + ahead;
+	from = h->wpos + CRS_FRAME_HEADER;
+	uint64_t to = h->wpos + ahead;
 	if (from < h->clean_end)
 		from = h->clean_end;
 	if (to > h->rpos + v->size)
