@@ -84,9 +84,8 @@ struct pub_ring {
 	/* The ring holds zeros from pos + 8 up to here, but for an open
 	 * claim's payload: a commit whose next header slot lies below it
 	 * need not zero that slot. Raised by pubring_clean_ahead, never
-	 * while a claim is open; lowered to pos + 8 (or next + 8) where a
-	 * claim's bytes stay behind: an abort, a commit shorter than its
-	 * claim. */
+	 * while a claim is open; lowered where a claim's bytes stay behind
+	 * (pubring_unclean): an abort, a commit shorter than its claim. */
 	uint64_t clean_end;
 	/* Commits take the slow path once seq reaches this: at the tick,
 	 * or at once while they note, flush or fence (limit_commits in
@@ -210,16 +209,22 @@ static inline int pubring_claim(struct pub_ring *r, size_t len, void **buf)
 	return 0;
 }
 
-/* End the open claim (if any) without a commit. Its payload may have
- * been written into what was zeroed ahead: no longer count that as
- * zero (the next clean-ahead zeroes it again). */
+/* The ring from position from on no longer counts as zeroed ahead: a
+ * claim's bytes stay behind there (the next clean-ahead zeroes them
+ * again). */
+static inline void pubring_unclean(struct pub_ring *r, uint64_t from)
+{
+	if (r->clean_end > from)
+		r->clean_end = from;
+}
+
+/* End the open claim (if any) without a commit. */
 static inline void pubring_abort(struct pub_ring *r)
 {
 	if (!pubring_claim_open(r))
 		return;
 	r->claim_end = 0;
-	if (r->clean_end > r->pos + CRS_FRAME_HEADER)
-		r->clean_end = r->pos + CRS_FRAME_HEADER;
+	pubring_unclean(r, r->pos + CRS_FRAME_HEADER);
 }
 
 /* After a commit: the first park word with a flag set (a subscriber
@@ -289,20 +294,17 @@ static inline int pubring_commit(struct pub_ring *r, size_t len, int more)
 			     0))
 		return -EINVAL;
 	uint64_t next = pos + frame_size(len);
-	/* The next header slot must read 0 before this header is stored:
-	 * zero it unless it lies in what was zeroed ahead and the claimed
-	 * payload (which may have been written there) ends before it.
-	 * Shorter than that: the claim's bytes past the frame no longer
-	 * count as zero, and the claim ends here (pos may not pass
-	 * claim_end). */
-	if (__builtin_expect(next + CRS_FRAME_HEADER > r->clean_end, 0))
-		ring_clear(r->ring, r->mask, next);
+	/* Shorter than the claimed payload, which may have been written
+	 * over the next header slot and past it: that no longer counts as
+	 * zeroed, and the claim ends here (pos may not pass claim_end). */
 	if (__builtin_expect(next < r->claim_end + CRS_FRAME_HEADER - 1, 0)) {
 		r->claim_end = 0;
-		ring_clear(r->ring, r->mask, next);
-		if (r->clean_end > next + CRS_FRAME_HEADER)
-			r->clean_end = next + CRS_FRAME_HEADER;
+		pubring_unclean(r, next);
 	}
+	/* The next header slot must read 0 before this header is stored:
+	 * zero it unless it lies in what was zeroed ahead. */
+	if (__builtin_expect(next + CRS_FRAME_HEADER > r->clean_end, 0))
+		ring_clear(r->ring, r->mask, next);
 	if (more && !r->more) {
 		/* The first deferred frame: its header is stored last, at
 		 * the flush; readers stop at it until then, also at the

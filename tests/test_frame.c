@@ -329,13 +329,15 @@ static int child_zeroed(void *arg, int chan)
 	return 0;
 }
 
-/* Fill the claim's n bytes from byte from on with the header a frame
- * would have at each position they cover. */
-static void plant_headers(const struct pub_ring *r, void *buf, size_t from,
-			  size_t n)
+/* Fill the claim's n bytes with the header a frame would have at each
+ * position they cover, or, with lap the ring's size, at that position
+ * one lap later. */
+static void plant_headers(const struct pub_ring *r, void *buf, size_t n,
+			  uint64_t lap)
 {
-	for (size_t off = from; off + 8 <= n; off += 8) {
-		uint64_t fake = frame_word(r->pos + CRS_FRAME_HEADER + off, 0);
+	for (size_t off = 0; off + 8 <= n; off += 8) {
+		uint64_t at = r->pos + CRS_FRAME_HEADER + off + lap;
+		uint64_t fake = frame_word(at, 0);
 		memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
 	}
 }
@@ -374,7 +376,7 @@ static void test_claims_over_zeroed_ring(void **state)
 	void *buf;
 	assert_int_equal(tu_send(chan, Z_QUIET, seq), 0);
 	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
-	plant_headers(r, buf, 0, 200);
+	plant_headers(r, buf, 200, 0);
 	tu_fill(buf, 16, seq);
 	assert_int_equal(crs_pub_commit(pub, 16), 0);
 	assert_int_equal(tu_expect(chan, Z_QUIET, NULL, 10000), 0);
@@ -384,7 +386,7 @@ static void test_claims_over_zeroed_ring(void **state)
 	bytes += 16;
 	/* Aborted. */
 	assert_int_equal(crs_pub_claim(pub, 200, &buf), 0);
-	plant_headers(r, buf, 0, 200);
+	plant_headers(r, buf, 200, 0);
 	crs_pub_abort(pub);
 	send_then_quiet(pub, chan, ++seq, 8);
 	bytes += 8;
@@ -450,11 +452,7 @@ static void test_lap_over_planted_headers(void **state)
 			assert_true(err == -CRS_ENODEMAND || err == -CRS_ENOROOM);
 			assert_int_equal(crs_pub_wait(pub, len, 10000), 0);
 		}
-		for (size_t off = 0; off + 8 <= len; off += 8) {
-			uint64_t at = r->pos + CRS_FRAME_HEADER + off + ring;
-			uint64_t fake = frame_word(at, 0);
-			memcpy((uint8_t *)buf + off, &fake, sizeof(fake));
-		}
+		plant_headers(r, buf, len, ring);
 		/* The reader looks at the slot after each one before the
 		 * next is written. */
 		assert_int_equal(tu_send(chan, Z_QUIET, seq), 0);

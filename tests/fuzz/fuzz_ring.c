@@ -137,9 +137,29 @@ static void drain(struct honest *h)
 		abort();
 }
 
-/* A claim of up to 512 bytes at the writer's position, filled with the
- * header of every position it covers, then aborted (pubring_abort):
- * where it fits before the ring's end and within room. */
+/* Fill the bytes of the claim at the writer's position from payload
+ * byte from up to claimed with the header a frame would have at each
+ * position they cover, as a payload may. */
+static void plant_headers(struct honest *h, uint8_t *p, uint64_t from,
+			  uint64_t claimed)
+{
+	for (uint64_t off = from; off + 8 <= claimed; off += 8) {
+		uint64_t fake = frame_word(h->wpos + CRS_FRAME_HEADER + off, 0);
+		memcpy(p + off, &fake, sizeof(fake));
+	}
+}
+
+/* Bytes from position from on no longer count as zeroed ahead
+ * (pubring_unclean). */
+static void unclean(struct honest *h, uint64_t from)
+{
+	if (h->clean_end > from)
+		h->clean_end = from;
+}
+
+/* A claim of up to 512 bytes at the writer's position, filled with
+ * headers, then aborted (pubring_abort): where it fits before the
+ * ring's end and within room. */
 static void abort_claim(struct honest *h)
 {
 	const struct ring_view *v = h->v;
@@ -148,13 +168,8 @@ static void abort_claim(struct honest *h)
 	if (ring_wraps(h->wpos & v->mask, frame, v->size) ||
 	    ring_end(h->wpos, frame) > h->rpos + v->size)
 		return;
-	uint8_t *p = ring + ring_payload_offset(v->mask, h->wpos);
-	for (uint64_t off = 0; off + 8 <= n; off += 8) {
-		uint64_t fake = frame_word(h->wpos + CRS_FRAME_HEADER + off, 0);
-		memcpy(p + off, &fake, sizeof(fake));
-	}
-	if (h->clean_end > h->wpos + CRS_FRAME_HEADER)
-		h->clean_end = h->wpos + CRS_FRAME_HEADER;
+	plant_headers(h, ring + ring_payload_offset(v->mask, h->wpos), 0, n);
+	unclean(h, h->wpos + CRS_FRAME_HEADER);
 }
 
 /* Write a message of len, claimed extra bytes longer (filled too); then,
@@ -182,30 +197,20 @@ static void write_one(struct honest *h, uint32_t len, uint32_t extra,
 	}
 	uint8_t *p = base + ring_payload_offset(v->mask, h->wpos);
 	memset(p, (uint8_t)h->wseq, len);
-	/* Past a short commit: a header for every position it covers, as a
-	 * payload may hold them. */
-	uint64_t from = frame_size(len) - CRS_FRAME_HEADER;
-	for (uint64_t off = from; off + 8 <= claimed; off += 8) {
-		uint64_t fake = frame_word(h->wpos + CRS_FRAME_HEADER + off, 0);
-		memcpy(p + off, &fake, sizeof(fake));
-	}
+	plant_headers(h, p, frame_size(len) - CRS_FRAME_HEADER, claimed);
 	uint64_t next = h->wpos + frame_size(len);
 	*len_of(h, h->wseq) = len;
-	/* As pubring_commit: unless zeroed ahead and clear of the claim. */
+	/* As pubring_commit. */
+	if (next < h->wpos + CRS_FRAME_HEADER + claimed)
+		unclean(h, next);
 	if (next + CRS_FRAME_HEADER > h->clean_end)
 		ring_clear(base, v->mask, next);
-	if (next < h->wpos + CRS_FRAME_HEADER + claimed) {
-		ring_clear(base, v->mask, next);
-		if (h->clean_end > next + CRS_FRAME_HEADER)
-			h->clean_end = next + CRS_FRAME_HEADER;
-	}
 	ring_publish(base, v->mask, h->wpos, frame_word(h->wpos, len));
 	h->wpos = next;
 	h->wseq++;
 	if (!clean)
 		return;
-	from = h->wpos + CRS_FRAME_HEADER;
-	uint64_t to = h->wpos + ahead;
+	uint64_t from = h->wpos + CRS_FRAME_HEADER, to = h->wpos + ahead;
 	if (from < h->clean_end)
 		from = h->clean_end;
 	if (to > h->rpos + v->size)
