@@ -4,17 +4,15 @@
 # build the median of per-round ratios to the bare ring. At 1 MiB the
 # bare ring's own rate varies more than crs's: compare absolute rates
 # there too (JSON: throughput[].rounds[].msgs_per_s).
-import json, subprocess, sys, statistics
+import json, os, statistics, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runs
+
 out, n, a, b = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 SIZES = sys.argv[5] if len(sys.argv) > 5 else "4K,1M"
 args = ["--section", "throughput", "--size", SIZES, "--rounds", "3", "--json", "--scenario", "crs-defaults", "--scenario", "crs-batch"]
-with open(out, "a") as f:
-    for i in range(n):
-        for tag, binp in ([("A", a), ("B", b)] if i % 2 == 0 else [("B", b), ("A", a)]):
-            r = subprocess.run([binp] + args, capture_output=True, text=True)
-            try: d = json.loads(r.stdout)
-            except ValueError: print("bad", r.stderr[-300:]); continue
-            f.write(json.dumps({"build": tag, "doc": d}) + "\n"); f.flush()
+runs.rotate(out, n, [a, b], args, ["A", "B"])
 res = {}
 for line in open(out):
     e = json.loads(line)

@@ -5,19 +5,15 @@
 # of its per-round ratios to raw-spin and aeron-spin ('slow': the rounds
 # where raw-spin took over 200 ns, the VM's cross-core state). N = 0 only
 # reports OUT. Build k is the k-th BIN.
-import json, subprocess, sys, statistics
+import json, os, statistics, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runs
+
 out, n, sizes, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 args = ["--section", "latency", "--lat-size", sizes, "--rounds", "3", "--json",
         "--scenario", "crs-spin", "--scenario", "raw-spin", "--scenario", "aeron-spin"]
-if n:
-  with open(out, "a") as f:
-    for i in range(n):
-        for j in range(len(bins)):
-            k = (i + j) % len(bins)
-            r = subprocess.run([bins[k]] + args, capture_output=True, text=True)
-            try: d = json.loads(r.stdout)
-            except ValueError: print("bad", r.stderr[-200:]); continue
-            f.write(json.dumps({"build": str(k), "doc": d}) + "\n"); f.flush()
+runs.rotate(out, n, bins, args)
 res = {}
 for line in open(out):
     e = json.loads(line)
