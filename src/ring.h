@@ -21,8 +21,8 @@
  * header word is stored (release, ring_publish). That release store is
  * the whole commit: it orders the payload and the zeroed next slot
  * before the header, and pairs with the reader's acquire load of that
- * header (ring_load). The slot is zeroed by the commit (ring_clear,
- * ring_commit), or earlier: a writer of small frames zeroes the ring
+ * header (ring_load). The slot is zeroed by the commit (ring_clear),
+ * or earlier: a writer of small frames zeroes the ring
  * ahead of its position now and then (ring_clean), one memset for
  * many commits, which also makes the lines ahead its own before the
  * frames need them. Deferred commits (crs_pub_commit_more) store the
@@ -100,7 +100,7 @@ static inline const void *ring_payload(const struct ring_view *v, uint64_t pos)
 /* --- Reading --- */
 
 /* The header word at pos, for reading the frame behind it: pairs with
- * the release store in ring_commit() / ring_publish(). */
+ * the release store in ring_publish(). */
 static inline uint64_t ring_load(const struct ring_view *v, uint64_t pos)
 {
 	return shm_load_acquire(ring_slot(v, pos));
@@ -237,21 +237,13 @@ static inline void ring_publish(uint8_t *ring, uint64_t mask, uint64_t pos,
 	shm_store_release(ring_slot_mut(ring, mask, pos), word);
 }
 
-/* Commit the frame at pos whose successor starts at next, zeroing the
- * slot there first. */
-static inline void ring_commit(uint8_t *ring, uint64_t mask, uint64_t pos,
-			       uint64_t next, uint64_t word)
-{
-	ring_clear(ring, mask, next);
-	ring_publish(ring, mask, pos, word);
-}
-
-/* Commit a padding frame of pad bytes at pos (up to the ring's end). */
+/* Commit a padding frame of pad bytes at pos (up to the ring's end),
+ * zeroing the slot after it (the next lap's first) first. */
 static inline void ring_pad(uint8_t *ring, uint64_t mask, uint64_t pos,
 			    uint64_t pad)
 {
-	ring_commit(ring, mask, pos, pos + pad,
-		    frame_word(pos, frame_pad(pad)));
+	ring_clear(ring, mask, pos + pad);
+	ring_publish(ring, mask, pos, frame_word(pos, frame_pad(pad)));
 }
 
 /* The writer's walk over its own committed frames: moves *pos past the
