@@ -77,6 +77,7 @@ struct sub_merge {
 	struct ipc_rundir dir;
 	int watch_fd;
 	int64_t next_discover_ns;
+	int rescan; /* a scan missed members: the next discover() scans */
 	struct member *m;
 	int n, cap;
 	int live; /* members not ended */
@@ -132,31 +133,46 @@ static void member_add(struct sub_merge *mg, const char *name)
 	if (mg->n == mg->cap) {
 		int cap = mg->cap ? mg->cap * 2 : 8;
 		struct member *m = realloc(mg->m, (size_t)cap * sizeof(*m));
-		if (!m)
-			return; /* found again by the next scan */
+		if (!m) {
+			mg->rescan = 1; /* found again by the next scan */
+			return;
+		}
 		mg->m = m;
 		mg->cap = cap;
 	}
 	struct member *m = &mg->m[mg->n];
 	memset(m, 0, sizeof(*m));
 	strlcpy(m->name, name, sizeof(m->name));
-	if (crs_sub_open(name, &mg->member_opts, &m->sub))
+	if (crs_sub_open(name, &mg->member_opts, &m->sub)) {
+		mg->rescan = 1; /* out of memory or fds: try again later */
 		return;
+	}
 	m->gen = m->sub->stream_gen;
 	mg->n++;
 	mg->live++;
 	merge_stale(mg); /* not armed yet */
 }
 
-/* Every member socket in the directory now. */
+/* Every member socket in the directory now, however many sockets of
+ * other streams (or leftovers of dead publishers) it holds: a list that
+ * came out short is taken again, long enough. What could not be looked
+ * at (out of memory) is looked for again at the next discover(). */
 static void scan(struct sub_merge *mg)
 {
-	enum { MAX = 1024, SIZE = CRS_NAME_MAX + 8 };
-	char *names = malloc((size_t)MAX * SIZE);
-	if (!names)
-		return;
-	int k = ipc_dir_list(mg->dir.fd, ".sock", names, SIZE, MAX);
-	for (int i = 0; i < k && i < MAX; i++) {
+	enum { SIZE = CRS_NAME_MAX + 8 };
+	int cap = 256, k;
+	char *names;
+	for (;;) {
+		names = malloc((size_t)cap * SIZE);
+		k = names ? ipc_dir_list(mg->dir.fd, ".sock", names, SIZE, cap)
+			  : -ENOMEM;
+		if (k <= cap)
+			break;
+		free(names);
+		cap = k + 64; /* and room for some that appear meanwhile */
+	}
+	mg->rescan = k < 0;
+	for (int i = 0; i < k; i++) {
 		char leaf[SIZE + 8], name[CRS_NAME_MAX + 1];
 		snprintf(leaf, sizeof(leaf), "%s.sock",
 			 names + (size_t)i * SIZE);
@@ -173,9 +189,10 @@ static void discover(struct sub_merge *mg, int force)
 	if (!force && now < mg->next_discover_ns)
 		return;
 	mg->next_discover_ns = now + DISCOVER_NS;
-	if (mg->watch_fd < 0) {
-		scan(mg); /* no watch: look every time */
-		return;
+	if (mg->watch_fd < 0 || mg->rescan) {
+		scan(mg); /* no watch, or missed some: look at everything */
+		if (mg->watch_fd < 0)
+			return;
 	}
 	uint64_t buf[512]; /* aligned for struct inotify_event */
 	ssize_t r;

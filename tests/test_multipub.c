@@ -474,6 +474,34 @@ static void test_publisher_killed_mid_claim(void **s)
 	run(3, 3, 1, delay, end);
 }
 
+/* Decoy socket files: many sockets of other streams (or leftovers of
+ * dead publishers) in the runtime directory. */
+#define DECOYS 8000
+static void decoys(int create)
+{
+	char path[4200];
+	for (int i = 0; i < DECOYS; i++) {
+		snprintf(path, sizeof(path), "%s/decoy-%05d.sock", tu_dir(), i);
+		if (create) {
+			FILE *f = fopen(path, "w");
+			assert_non_null(f);
+			fclose(f);
+		} else {
+			assert_int_equal(unlink(path), 0);
+		}
+	}
+}
+
+/* The members are found however many sockets of other streams the
+ * directory holds (a list of the first 1024 missed them). */
+static void test_members_among_many_sockets(void **s)
+{
+	(void)s;
+	decoys(1);
+	run(2, 1, -1, NULL, NULL);
+	decoys(0);
+}
+
 static void test_four_pubs_loop(void **s)
 {
 	(void)s;
@@ -496,6 +524,7 @@ int main(void)
 		TU_TEST(test_eight_pubs_three_subs),
 		TU_TEST(test_publisher_killed_mid_claim),
 		TU_TEST(test_four_pubs_loop),
+		TU_TEST(test_members_among_many_sockets),
 		TU_TEST(test_join_and_leave),
 		TU_TEST(test_publisher_error),
 	};

@@ -24,7 +24,9 @@
  * partial message, nothing after a gap.
  *
  *   crs-fault [--rounds N] [--seed S] [--faults-min F] [--max-faults M]
- *             [--json]
+ *             [--shared] [--json]
+ *
+ * --shared makes every round a shared one.
  *
  * Prints one summary line (and JSON with --json); exits 1 on any hang or
  * violation.
@@ -55,6 +57,7 @@ enum { SUB_COMPLETED = 0, SUB_PUBLISHER_GONE = 10, SUB_VIOLATION = 20,
 
 static uint64_t rng_state;
 static int max_faults = 3; /* per round */
+static int shared_only;	    /* --shared: every round a shared one */
 static uint64_t rnd(uint64_t n)
 {
 	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -161,8 +164,12 @@ static int shared_publisher(const char *name)
 	if (write(STDOUT_FILENO, "", 1) != 1)
 		return 2;
 	/* Every subscriber's merge opened us: they have it all from 0. */
-	if (crs_pub_wait_subscribers(pub, shared_subs, 10000))
+	if (crs_pub_wait_subscribers(pub, shared_subs, 10000)) {
+		fprintf(stderr, "shared publisher %d: %d of %d subscribers "
+				"after 10 s\n",
+			shared_index, crs_pub_subscribers(pub), shared_subs);
 		return 4;
+	}
 	uint64_t me = (uint64_t)shared_index;
 	for (uint64_t seq = 0; seq < MESSAGES; seq++) {
 		size_t len = shared_len(me, seq);
@@ -240,16 +247,19 @@ static int shared_subscriber(const char *name)
 	}
 	/* Ended (0, or EPIPE: the victim died; a victim killed before it
 	 * answered our open never joined): every survivor complete. */
-	int code = crs_sub_end(sub)->code;
-	crs_sub_close(sub);
+	const struct crs_end *end = crs_sub_end(sub);
+	int code = end->code;
 	int short_pubs = 0;
 	for (int i = 0; i < shared_pubs; i++)
 		short_pubs += i != shared_victim && next[i] != MESSAGES;
 	if ((code && code != EPIPE && code != ECONNRESET) || short_pubs) {
-		fprintf(stderr, "shared subscriber: ended with %d, %d "
-				"survivors short\n", code, short_pubs);
+		fprintf(stderr, "shared subscriber: ended with %d (%s), %d "
+				"survivors short\n", code, end->message,
+			short_pubs);
+		crs_sub_close(sub);
 		return SUB_VIOLATION;
 	}
+	crs_sub_close(sub);
 	return SUB_COMPLETED;
 }
 
@@ -470,7 +480,7 @@ static int pub_main(const char *name)
 
 static void one_round(struct stats *st, int round)
 {
-	if (round % 3 == 2) {
+	if (round % 3 == 2 || shared_only) {
 		shared_round(st, round);
 		return;
 	}
@@ -577,6 +587,7 @@ int main(int argc, char **argv)
 		{ "faults-min", required_argument, NULL, 'f' },
 		{ "max-faults", required_argument, NULL, 'm' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "shared", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 }
 	};
 	int c;
@@ -597,10 +608,13 @@ int main(int argc, char **argv)
 		case 'm':
 			max_faults = atoi(optarg);
 			break;
+		case 'S':
+			shared_only = 1;
+			break;
 		default:
 			fprintf(stderr, "usage: crs-fault [--rounds N] [--seed S] "
 					"[--faults-min F] [--max-faults M] "
-					"[--json]\n");
+					"[--shared] [--json]\n");
 			return 2;
 		}
 	}
