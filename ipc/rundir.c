@@ -106,34 +106,47 @@ static void write_pid(int fd)
 		return; /* best effort: the pid only improves a message */
 }
 
+/* Lock the file leaf in dirfd (opened with flags, never through a
+ * symlink). Returns its fd, -EEXIST if a live process holds it, -EAGAIN
+ * if it was unlinked or replaced between our open and our lock (then
+ * our lock guards nothing), or -errno. */
+static int lock_file(int dirfd, const char *leaf, int flags)
+{
+	int fd = openat(dirfd, leaf,
+			flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	struct stat held, now;
+	if (fstat(fd, &held) < 0 || !S_ISREG(held.st_mode)) {
+		close(fd);
+		return -EPERM; /* a fifo or device planted here */
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno == EWOULDBLOCK ? -EEXIST : -errno;
+		close(fd);
+		return err;
+	}
+	if (fstatat(dirfd, leaf, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    held.st_ino == now.st_ino && held.st_dev == now.st_dev)
+		return fd;
+	close(fd);
+	return -EAGAIN;
+}
+
 int ipc_lock_take(int dirfd, const char *leaf)
 {
-	for (;;) {
-		int fd = openat(dirfd, leaf,
-				O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
-					O_CLOEXEC,
-				0600);
-		if (fd < 0)
-			return -errno;
-		struct stat held, now;
-		if (fstat(fd, &held) < 0 || !S_ISREG(held.st_mode)) {
-			close(fd);
-			return -EPERM; /* a fifo or device planted here */
-		}
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			int err = errno == EWOULDBLOCK ? -EEXIST : -errno;
-			close(fd);
-			return err;
-		}
-		/* The previous owner may have unlinked the file between our
-		 * open and our lock; then our lock guards nothing: retry. */
-		if (fstatat(dirfd, leaf, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
-			write_pid(fd);
-			return fd;
-		}
-		close(fd);
-	}
+	int fd;
+	while ((fd = lock_file(dirfd, leaf, O_RDWR | O_CREAT)) == -EAGAIN)
+		;
+	if (fd >= 0)
+		write_pid(fd);
+	return fd;
+}
+
+int ipc_lock_orphan(int dirfd, const char *leaf)
+{
+	int fd = lock_file(dirfd, leaf, O_RDONLY);
+	return fd == -EAGAIN ? -ENOENT : fd;
 }
 
 int ipc_lock_owner(int dirfd, const char *leaf)
@@ -192,4 +205,23 @@ int ipc_dir_list(int dirfd, const char *suffix, char *names, size_t name_size,
 		qsort_r(names, (size_t)(n < max ? n : max), name_size, name_cmp,
 			NULL);
 	return n;
+}
+
+int ipc_dir_list_all(int dirfd, const char *suffix, size_t name_size,
+		     char **names)
+{
+	int cap = 256, n;
+	for (;;) {
+		*names = malloc((size_t)cap * name_size);
+		if (!*names)
+			return -ENOMEM;
+		n = ipc_dir_list(dirfd, suffix, *names, name_size, cap);
+		if (n >= 0 && n <= cap)
+			return n;
+		free(*names);
+		*names = NULL;
+		if (n < 0)
+			return n;
+		cap = n + 64; /* and room for some that appear meanwhile */
+	}
 }

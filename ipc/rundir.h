@@ -40,11 +40,20 @@ void ipc_rundir_close(struct ipc_rundir *d);
 CRS_MUST_USE int ipc_lock_take(int dirfd, const char *leaf);
 /* The pid written by the holder of lock leaf, or 0 if unknown. */
 CRS_MUST_USE int ipc_lock_owner(int dirfd, const char *leaf);
+/* Take lock leaf only if it exists and nobody holds it: its owner died
+ * without removing it. Returns its fd (the caller may now remove what
+ * the lock guarded, then closes it), -EEXIST if a live process holds
+ * it, -ENOENT if there is none, -errno. */
+CRS_MUST_USE int ipc_lock_orphan(int dirfd, const char *leaf);
 
 /* Names of entries in dirfd ending in suffix (suffix removed), sorted.
  * Fills up to max names of at most name_size bytes each; returns the
  * number found or -errno. */
 CRS_MUST_USE int ipc_dir_list(int dirfd, const char *suffix, char *names,
 			      size_t name_size, int max);
+/* The same, every one of them, however many: *names is allocated (the
+ * caller frees it; NULL on failure). Returns the count or -errno. */
+CRS_MUST_USE int ipc_dir_list_all(int dirfd, const char *suffix,
+				  size_t name_size, char **names);
 
 #endif

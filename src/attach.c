@@ -23,6 +23,20 @@
 #define APPEAR_RETRY_NS 10000000LL
 #define BACKLOG_RETRY_NS 1000000LL
 
+/* A member stream's name is never published again (pub.c makes each one
+ * fresh), so a member socket that refuses while nobody holds its lock is
+ * a dead publisher's leftover for good: waiting for it is pointless. (A
+ * socket between its publisher's bind and listen refuses too, but that
+ * publisher holds the lock.) */
+static int member_orphaned(const char *name, const struct name_paths *p)
+{
+	if (!name_member(name))
+		return 0;
+	int fd = ipc_lock_orphan(p->dir.fd, p->lock);
+	ipc_close(fd);
+	return fd >= 0;
+}
+
 int attach_connect(const char *name, char *dir, size_t dir_size)
 {
 	struct name_paths paths;
@@ -32,7 +46,14 @@ int attach_connect(const char *name, char *dir, size_t dir_size)
 	if (dir)
 		strlcpy(dir, paths.dir.path, dir_size);
 	fd = ipc_sock_connect(paths.dir.fd, paths.dir.path, paths.sock);
-	if (fd < 0 && fd != -EAGAIN && fd != -ENOENT && fd != -ECONNREFUSED)
+	if (fd == -ECONNREFUSED && member_orphaned(name, &paths))
+		fd = errmsg_set(-ESTALE,
+				"member stream '%s' in %s is stale: its "
+				"publisher died, and member names are never "
+				"published again",
+				name, paths.dir.path);
+	else if (fd < 0 && fd != -EAGAIN && fd != -ENOENT &&
+		 fd != -ECONNREFUSED)
 		errmsg_set(fd, "cannot connect to %s/%s: %s", paths.dir.path,
 			   paths.sock, crs_strerror(fd));
 	else if (fd == -ENOENT || fd == -ECONNREFUSED)

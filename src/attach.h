@@ -40,7 +40,9 @@ void attach_close(struct attach *a);
 /* The same in steps, for an open that must not block (opener.c). One
  * connection attempt to the stream's socket: a connected non-blocking
  * fd, -EAGAIN (backlog full), -ENOENT, -ECONNREFUSED (a dead
- * publisher's leftovers) or -errno; the runtime directory's path goes
+ * publisher's leftovers, which a new publisher may replace), -ESTALE (a
+ * dead member's leftovers, which none will) or -errno; the runtime
+ * directory's path goes
  * to dir if not NULL. Then the peer check and HELLO on it (a takes
  * sock, also on failure), and once sock is readable the WELCOME (or a
  * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the

@@ -21,9 +21,11 @@
  *    that died or closed without completing: dying counts as an error)
  *    ends the merge at once, or, with delay_errors, once every other
  *    member has ended. A member whose socket refuses or is missing for
- *    MEMBER_WAIT_MS (ENOENT: a dead publisher's leftovers) never
- *    joined. Not at once: a joining publisher's socket file appears at
- *    bind(), and refuses until its listen().
+ *    MEMBER_WAIT_MS (ENOENT) never joined. Not at once: a joining
+ *    publisher's socket file appears at bind(), and refuses until its
+ *    listen(). But one that refuses while nobody holds its lock is a
+ *    dead publisher's leftover, given up on at once (attach_connect);
+ *    the next publisher of the stream removes it (pub.c).
  *  - Discovery: an inotify watch on the runtime directory, read at most
  *    once a millisecond while the merge finds nothing to hand out, and
  *    slept on by crs_sub_wait.
@@ -80,9 +82,10 @@ struct sub_merge {
 	int rescan; /* a scan missed members: the next discover() scans */
 	struct member *m;
 	int n, cap;
-	int live; /* members not ended */
-	int next; /* round-robin start */
-	int held; /* member whose messages are handed out, or -1 */
+	int live;      /* members not ended */
+	int completed; /* members that joined and completed */
+	int next;      /* round-robin start */
+	int held;      /* member whose messages are handed out, or -1 */
 	uint32_t held_n;
 	struct crs_end first_error;  /* delay_errors: code 0 until one */
 	struct ipc_waitset *ws;	     /* keys 0: directory; 2 + 2i, 3 + 2i */
@@ -154,23 +157,14 @@ static void member_add(struct sub_merge *mg, const char *name)
 }
 
 /* Every member socket in the directory now, however many sockets of
- * other streams (or leftovers of dead publishers) it holds: a list that
- * came out short is taken again, long enough. What could not be looked
- * at (out of memory) is looked for again at the next discover(). */
+ * other streams (or leftovers of dead publishers) it holds. What could
+ * not be looked at (out of memory) is looked for again at the next
+ * discover(). */
 static void scan(struct sub_merge *mg)
 {
 	enum { SIZE = CRS_NAME_MAX + 8 };
-	int cap = 256, k;
 	char *names;
-	for (;;) {
-		names = malloc((size_t)cap * SIZE);
-		k = names ? ipc_dir_list(mg->dir.fd, ".sock", names, SIZE, cap)
-			  : -ENOMEM;
-		if (k <= cap)
-			break;
-		free(names);
-		cap = k + 64; /* and room for some that appear meanwhile */
-	}
+	int k = ipc_dir_list_all(mg->dir.fd, ".sock", SIZE, &names);
 	mg->rescan = k < 0;
 	for (int i = 0; i < k; i++) {
 		char leaf[SIZE + 8], name[CRS_NAME_MAX + 1];
@@ -270,6 +264,7 @@ static void member_ended(crs_sub *sub, int i)
 	const struct crs_end *e = crs_sub_end(m->sub);
 	int code = e ? e->code : EPROTO;
 	if (code == 0 || (code == ENOENT && !m->stream_id)) {
+		mg->completed += code == 0;
 		member_close(mg, i); /* completed, or never joined */
 		return;
 	}
@@ -291,14 +286,16 @@ static void member_ended(crs_sub *sub, int i)
 	}
 }
 
-/* Every member found has ended: so does the merge. */
+/* Every member found has ended: so does the merge, once one of them
+ * joined (or failed). Members that never joined (leftovers of dead
+ * publishers) are as if never found: the merge waits for a live one. */
 static void check_done(crs_sub *sub)
 {
 	struct sub_merge *mg = sub->merge;
 	if (sub->ended || mg->live > 0 || mg->held >= 0)
 		return;
 	discover(mg, 1); /* one that joined just now keeps it going */
-	if (mg->live > 0 || mg->n == 0)
+	if (mg->live > 0 || (!mg->completed && !mg->first_error.code))
 		return;
 	if (mg->first_error.code)
 		merge_end(sub, mg->first_error.code, mg->first_error.message);

@@ -253,6 +253,36 @@ static int shared_mark(struct crs_pub *pub, const char *name, int shared)
 	return 0;
 }
 
+/* Remove the sockets and locks that dead publishers of shared stream
+ * name left behind: nobody publishes a member name again, so without
+ * this they would pile up for good, each looked at by every merged
+ * subscriber. Only under the dead member's own lock: a live member's is
+ * held. Best effort: what is left here is removed by the next one. */
+static void shared_sweep(const struct crs_pub *pub, const char *name)
+{
+	enum { SIZE = CRS_NAME_MAX + 1 };
+	int dirfd = pub->paths.dir.fd;
+	size_t len = strlen(name);
+	char *names;
+	int n = ipc_dir_list_all(dirfd, ".lock", SIZE, &names);
+	for (int i = 0; i < n; i++) {
+		const char *member = names + (size_t)i * SIZE;
+		if (name_member(member) != len || memcmp(member, name, len))
+			continue;
+		char leaf[SIZE + 8];
+		snprintf(leaf, sizeof(leaf), "%s.lock", member);
+		int fd = ipc_lock_orphan(dirfd, leaf);
+		if (fd < 0)
+			continue; /* live (ours too), or gone already */
+		snprintf(leaf, sizeof(leaf), "%s.sock", member);
+		ipc_unlink_at(dirfd, leaf);
+		snprintf(leaf, sizeof(leaf), "%s.lock", member);
+		ipc_unlink_at(dirfd, leaf);
+		ipc_close(fd);
+	}
+	free(names);
+}
+
 int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		   crs_pub **out)
 {
@@ -303,6 +333,8 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		free(pub);
 		return errmsg_code(err);
 	}
+	if (o.shared)
+		shared_sweep(pub, name);
 	*out = pub;
 	return 0;
 }

@@ -999,6 +999,12 @@ static void sub_attach(struct crs_sub *sub, const struct attach *at)
 		sub_plan_publish(sub);
 }
 
+/* A dead publisher's leftovers (attach_connect) are no stream. */
+static int leftovers_absent(int err)
+{
+	return err == -ECONNREFUSED || err == -ESTALE ? -ENOENT : err;
+}
+
 /* One step of the open under way: 0 (not yet), 1 (attached) or
  * -CRS_EEND (it failed: that is how this subscription ends). */
 static int sub_open_step(struct crs_sub *sub)
@@ -1009,8 +1015,7 @@ static int sub_open_step(struct crs_sub *sub)
 		return 0;
 	sub_stop_opening(sub);
 	if (r < 0) {
-		if (r == -ECONNREFUSED)
-			r = -ENOENT; /* a dead publisher's leftovers */
+		r = leftovers_absent(r);
 		sub->follow = 0;
 		sub_end(sub, -r, crs_errmsg()); /* what crs_sub_open says */
 		return -CRS_EEND;
@@ -1123,7 +1128,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 			  &at);
 	if (err) {
 		sub_free(sub);
-		return err == -ECONNREFUSED ? -ENOENT : err; /* leftovers */
+		return leftovers_absent(err);
 	}
 	sub_attach(sub, &at);
 	*out = sub;

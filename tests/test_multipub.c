@@ -7,12 +7,14 @@
  * publisher SIGKILLed holding a half-written claim while the others go
  * on: its committed messages arrive whole, the others' all arrive, and
  * the merge ends with EPIPE (at once, or after the others with
- * delay_errors).
+ * delay_errors). And the leftovers of publishers that died: given up on
+ * at once, and removed by the next publisher.
  */
 #include "util.h"
 
 #include "crs/inspect.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -502,6 +504,140 @@ static void test_members_among_many_sockets(void **s)
 	decoys(0);
 }
 
+/* A publisher of name that is SIGKILLed once created: it leaves its
+ * member's socket and lock behind. */
+static int child_doomed(void *argp, int chan)
+{
+	struct crs_pub_opts o;
+	crs_pub_opts_init(&o);
+	o.shared = 1;
+	o.ring_bytes = 64 * 1024;
+	crs_pub *pub;
+	CHECK_EQ(crs_pub_create(argp, &o, &pub), 0);
+	CHECK_EQ(tu_send(chan, PUB_READY, 0), 0);
+	for (;;)
+		pause(); /* SIGKILLed here */
+}
+
+/* How many of name's member files ending in suffix the runtime
+ * directory holds; the first max member names go to names. */
+static int member_files(const char *name, const char *suffix,
+			char (*names)[CRS_NAME_MAX + 1], int max)
+{
+	DIR *d = opendir(tu_dir());
+	assert_non_null(d);
+	size_t len = strlen(name), slen = strlen(suffix);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t k = strlen(e->d_name);
+		if (k != len + 9 + slen || strncmp(e->d_name, name, len) ||
+		    e->d_name[len] != '~' || strcmp(e->d_name + k - slen, suffix))
+			continue;
+		if (n < max) {
+			memcpy(names[n], e->d_name, k - slen);
+			names[n][k - slen] = 0;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Dead publishers' members (nobody publishes a member name again): a
+ * subscriber gives up on one at its first attempt, saying why, instead
+ * of waiting for it; a merged subscriber that finds nothing else waits
+ * for a live publisher rather than completing; the next publisher of
+ * the stream removes the leftovers and leaves live members alone, and
+ * the merge then reads the live ones to their completion. */
+static void test_dead_members_left_behind(void **s)
+{
+	(void)s;
+	char name[48], dead[3][CRS_NAME_MAX + 1];
+	tu_name(name, sizeof(name), "mpd");
+	pid_t doomed[3];
+	int chan[3];
+	for (int i = 0; i < 3; i++) { /* all alive: none sweeps another */
+		doomed[i] = tu_spawn(child_doomed, name, &chan[i], 60);
+		assert_int_equal(tu_expect(chan[i], PUB_READY, NULL, 20000), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		tu_kill(doomed[i]);
+		close(chan[i]);
+	}
+	assert_int_equal(member_files(name, ".sock", dead, 3), 3);
+	assert_int_equal(member_files(name, ".lock", NULL, 0), 3);
+
+	struct crs_sub_opts o;
+	crs_sub_opts_init(&o);
+	o.wait_ms = 60000; /* a wait for a publisher to come back */
+	crs_sub *sub;
+	struct crs_msg m;
+	for (int i = 0; i < 3; i++) {
+		o.async = i < 2;
+		int r = crs_sub_open(dead[i], &o, &sub);
+		if (!o.async) {
+			assert_int_equal(r, -ENOENT);
+			assert_non_null(strstr(crs_errmsg(), dead[i]));
+			assert_non_null(strstr(crs_errmsg(), "never published"));
+			continue;
+		}
+		assert_int_equal(r, 0);
+		assert_int_equal(crs_sub_poll(sub, &m), -CRS_EEND);
+		const struct crs_end *end = crs_sub_end(sub);
+		assert_int_equal(end->code, ENOENT);
+		assert_non_null(strstr(end->message, "never published"));
+		crs_sub_close(sub);
+	}
+
+	crs_sub_opts_init(&o);
+	o.shared = 1;
+	o.prefetch = 0;
+	crs_sub *merged;
+	assert_int_equal(crs_sub_open(name, &o, &merged), 0);
+	assert_int_equal(crs_sub_request(merged, 2 * PER_PUB + 1), 0);
+	for (int i = 0; i < 3; i++) /* finds, opens and drops the three */
+		assert_int_equal(crs_sub_poll(merged, &m), 0);
+	assert_null(crs_sub_end(merged));
+
+	struct pub_arg pa[2];
+	pid_t pp[2];
+	int pc[2];
+	for (int i = 0; i < 2; i++) {
+		pa[i] = (struct pub_arg){name, i, 1, 0, 0, 0, 0};
+		pp[i] = spawn_pub(&pa[i], &pc[i], i);
+		/* Swept by each one's create; the first one's stays. */
+		assert_int_equal(member_files(name, ".sock", NULL, 0), i + 1);
+		assert_int_equal(member_files(name, ".lock", NULL, 0), i + 1);
+	}
+	uint64_t next[2] = {0, 0};
+	int r;
+	for (;;) {
+		assert_int_equal(crs_sub_wait(merged, 20000), 0);
+		r = crs_sub_poll(merged, &m);
+		if (r < 0)
+			break;
+		if (r == 0)
+			continue;
+		struct payload p;
+		assert_int_equal(m.len, sizeof(p));
+		memcpy(&p, m.data, sizeof(p));
+		assert_true(p.pub < 2);
+		assert_int_equal(p.k, next[p.pub]);
+		next[p.pub]++;
+		crs_sub_release(merged);
+	}
+	assert_int_equal(crs_sub_end(merged)->code, 0);
+	assert_int_equal(next[0], PER_PUB);
+	assert_int_equal(next[1], PER_PUB);
+	crs_sub_close(merged);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tu_wait_child(pp[i], 30000), 0);
+		close(pc[i]);
+	}
+	assert_int_equal(member_files(name, ".sock", NULL, 0), 0);
+}
+
 static void test_four_pubs_loop(void **s)
 {
 	(void)s;
@@ -525,6 +661,7 @@ int main(void)
 		TU_TEST(test_publisher_killed_mid_claim),
 		TU_TEST(test_four_pubs_loop),
 		TU_TEST(test_members_among_many_sockets),
+		TU_TEST(test_dead_members_left_behind),
 		TU_TEST(test_join_and_leave),
 		TU_TEST(test_publisher_error),
 	};
