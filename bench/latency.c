@@ -35,6 +35,12 @@
  *                 engine sleeps. These three are not limits but the
  *                 kernel's share of crs-block-uring: what is left over
  *                 raw-uring-ro is crs's own. Not run by default.
+ *   raw-waitv-ro  as raw-futex-ro, but the reader sleeps in futex_waitv
+ *                 on two words of the read-only view: the writer's word
+ *                 and one that never moves (the writer's liveness, in a
+ *                 design where a dead publisher's futex word wakes its
+ *                 subscribers: the cost of a wait outside io_uring that
+ *                 needs no fd). Not run by default.
  *   crs-block-uring / crs-block-poll
  *                 crs_sub_wait with spin_us = -1 on both subscriptions
  *                 (sleep at once, no polling) and spin_us = -1 on both
@@ -82,7 +88,7 @@ struct pp {
 };
 
 /* How the reader of a raw ping-pong waits for the word. */
-enum raw_wait { RAW_SPIN, RAW_FUTEX, RAW_URING };
+enum raw_wait { RAW_SPIN, RAW_FUTEX, RAW_URING, RAW_WAITV };
 
 struct lat_scn {
 	const char *name, *mode, *desc;
@@ -103,6 +109,7 @@ struct raw_ep {
 	struct pp *p;
 	_Atomic uint32_t *out_word;
 	const _Atomic uint32_t *in_word;
+	const _Atomic uint32_t *in_life; /* RAW_WAITV: never moves */
 	uint8_t *out;
 	const uint8_t *in;
 	uint32_t sent, got;
@@ -192,6 +199,23 @@ static int raw_uring_wait(struct raw_ep *e, uint32_t v)
 	return res < 0 && res != -EAGAIN && res != -EINTR ? res : 0;
 }
 
+/* RAW_WAITV: sleep while *in_word == v and *in_life == 0. 0 (woken,
+ * or a word had moved), or -errno: a kernel without futex_waitv (before
+ * 5.16) must not pass for a sleep. */
+static int raw_waitv(struct raw_ep *e, uint32_t v)
+{
+	struct futex_waitv w[2] = {
+		{ .val = v, .uaddr = (uintptr_t)e->in_word,
+		  .flags = RAW_FUTEX2_U32 },
+		{ .val = 0, .uaddr = (uintptr_t)e->in_life,
+		  .flags = RAW_FUTEX2_U32 },
+	};
+	if (syscall(SYS_futex_waitv, w, 2, 0, NULL, CLOCK_MONOTONIC) < 0 &&
+	    errno != EAGAIN && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
 static void *raw_open(struct pp *p, int who)
 {
 	struct raw_ep *e = calloc(1, sizeof(*e));
@@ -204,6 +228,8 @@ static void *raw_open(struct pp *p, int who)
 	e->in_word = (const _Atomic uint32_t *)theirs;
 	e->out = mine + 8; /* word and payload share the first line */
 	e->in = theirs + 8;
+	/* The last word of the region: past the payload at any size. */
+	e->in_life = (const _Atomic uint32_t *)(theirs + p->region - 4);
 	e->wait = p->sc->raw_wait;
 	int err = e->wait == RAW_URING ? io_uring_queue_init(8, &e->ring, 0)
 				       : 0;
@@ -238,6 +264,10 @@ static int raw_recv(void *ep, uint64_t *seq)
 			futex(e->in_word, FUTEX_WAIT, v);
 		} else if (e->wait == RAW_URING) {
 			int err = raw_uring_wait(e, v);
+			if (err)
+				return err;
+		} else if (e->wait == RAW_WAITV) {
+			int err = raw_waitv(e, v);
 			if (err)
 				return err;
 		} else {
@@ -661,6 +691,11 @@ static const struct lat_scn lat_scns[] = {
 	  .raw_ro = 1,
 	  .desc = "as raw-futex-ro, the reader sleeps in an io_uring "
 		  "FUTEX_WAIT request (as crs's io_uring engine does)",
+	  RAW_PP },
+	{ .name = "raw-waitv-ro", .mode = "block", .raw_wait = RAW_WAITV,
+	  .raw_ro = 1,
+	  .desc = "as raw-futex-ro, the reader sleeps in futex_waitv on "
+		  "the word and a second one that never moves",
 	  RAW_PP },
 	{ .name = "crs-block-uring", .mode = "block",
 	  .desc = "crs_sub_wait, spin_us -1 on subscriptions and publishers "
