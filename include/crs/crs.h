@@ -347,7 +347,8 @@ int crs_pub_commit(crs_pub *pub, size_t len);
  * to subscribers (and wakes nobody) until crs_pub_flush(): the frames
  * of a batch then appear at once, with one release store and one look
  * for sleeping subscribers, so readers do not chase the writer frame by
- * frame. Claims go on meanwhile; a claim refused for demand or room,
+ * frame. Claims go on meanwhile; a claim that finds the demand or room
+ * it knew of used up (whether or not it is then refused),
  * crs_pub_commit, crs_pub_offer, crs_pub_serve, the waits, a loop round
  * and the end of the epoch (complete, error, disconnect, close) flush
  * first. Deferred messages count as published for demand and sequence
