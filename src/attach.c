@@ -25,16 +25,18 @@
 
 /* A member stream's name is never published again (pub.c makes each one
  * fresh), so a member socket that refuses while nobody holds its lock is
- * a dead publisher's leftover for good: waiting for it is pointless. (A
- * socket between its publisher's bind and listen refuses too, but that
- * publisher holds the lock.) */
+ * a dead publisher's leftover for good: waiting for it is pointless. So
+ * is one whose lock is gone: a publisher takes its lock before it binds
+ * and unlinks its socket before its lock, so only a sweep (pub.c)
+ * removes a lock first. A socket between its publisher's bind and
+ * listen refuses too, but its lock is held. */
 static int member_orphaned(const char *name, const struct name_paths *p)
 {
 	if (!name_member(name))
 		return 0;
 	int fd = ipc_lock_orphan(p->dir.fd, p->lock);
 	ipc_close(fd);
-	return fd >= 0;
+	return fd >= 0 || fd == -ENOENT;
 }
 
 int attach_connect(const char *name, char *dir, size_t dir_size)

@@ -41,7 +41,8 @@ void attach_close(struct attach *a);
  * connection attempt to the stream's socket: a connected non-blocking
  * fd, -EAGAIN (backlog full), -ENOENT, -ECONNREFUSED (a dead
  * publisher's leftovers, which a new publisher may replace), -ESTALE (a
- * dead member's leftovers, which none will) or -errno; the runtime
+ * dead member's leftovers, which none will; crs_inspect_open reports it
+ * as -ECONNREFUSED) or -errno; the runtime
  * directory's path goes
  * to dir if not NULL. Then the peer check and HELLO on it (a takes
  * sock, also on failure), and once sock is readable the WELCOME (or a

@@ -39,7 +39,8 @@ int crs_inspect_open(const char *name, crs_inspector **out)
 	int err = attach_open(name, HS_ROLE_INSPECTOR, 0, 2000, &in->at);
 	if (err) {
 		free(in);
-		return err;
+		/* A dead member's leftovers are a stale stream like any. */
+		return err == -ESTALE ? -ECONNREFUSED : err;
 	}
 	strlcpy(in->name, name, sizeof(in->name));
 	in->pidfd = ipc_pidfd_open(in->at.seg.pub_pid);

@@ -256,15 +256,17 @@ static int shared_mark(struct crs_pub *pub, const char *name, int shared)
 /* Remove the sockets and locks that dead publishers of shared stream
  * name left behind: nobody publishes a member name again, so without
  * this they would pile up for good, each looked at by every merged
- * subscriber. Only under the dead member's own lock: a live member's is
- * held. Best effort: what is left here is removed by the next one. */
+ * subscriber. Only members with a socket, and only under the member's
+ * own lock: a starting publisher creates its lock file before it locks
+ * it, but binds its socket only after. Best effort: what is left here
+ * is removed by the next one. */
 static void shared_sweep(const struct crs_pub *pub, const char *name)
 {
 	enum { SIZE = CRS_NAME_MAX + 1 };
 	int dirfd = pub->paths.dir.fd;
 	size_t len = strlen(name);
 	char *names;
-	int n = ipc_dir_list_all(dirfd, ".lock", SIZE, &names);
+	int n = ipc_dir_list_all(dirfd, ".sock", SIZE, &names);
 	for (int i = 0; i < n; i++) {
 		const char *member = names + (size_t)i * SIZE;
 		if (name_member(member) != len || memcmp(member, name, len))

@@ -596,7 +596,7 @@ static void test_dead_members_left_behind(void **s)
 	crs_sub *merged;
 	assert_int_equal(crs_sub_open(name, &o, &merged), 0);
 	assert_int_equal(crs_sub_request(merged, 2 * PER_PUB + 1), 0);
-	for (int i = 0; i < 3; i++) /* finds, opens and drops the three */
+	for (int i = 0; i < 3; i++) /* finds the three: they do not end it */
 		assert_int_equal(crs_sub_poll(merged, &m), 0);
 	assert_null(crs_sub_end(merged));
 

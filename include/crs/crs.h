@@ -477,9 +477,10 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
  *  - Order: each publisher's messages keep their order; between
  *    publishers there is none beyond the fairness of the round-robin.
  *  - End: completion once at least one member has joined and every
- *    member found has completed (a dead publisher's leftovers, which
- *    never join, do not count: with nothing else the merge waits for
- *    a live publisher); a member's error (EPIPE, "NAME~id:
+ *    member found has completed (members that never joined, such as a
+ *    dead publisher's leftovers or one that closed before this merge
+ *    connected to it, do not count: with nothing else the merge waits
+ *    for a live publisher); a member's error (EPIPE, "NAME~id:
  *    publisher died", for one that died or closed without completing:
  *    dying counts as an error) ends it at once, or with
  *    opts->delay_errors the first error is reported once every other
