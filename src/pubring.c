@@ -102,23 +102,31 @@ void pubring_pad(struct pub_ring *r, uint64_t pad)
 	pubring_limit_claims(r);
 }
 
-/* How far ahead of pos pubring_clean_ahead zeroes the ring (at most a
- * quarter ring), and the most the frames between two ticks may take for
- * it to do so: about 128 bytes a frame. Bigger frames zero their own
- * next slot; zeroing ahead of them would write their lines twice. */
+/* The largest frames, on average since the last tick, that
+ * pubring_clean_ahead zeroes ahead of: bigger ones zero their own next
+ * slot, as zeroing ahead of them would write their lines twice. And
+ * how far ahead of pos it zeroes: twice what the frames since the last
+ * tick took (a flush of a batch ticks once for all of it), within
+ * these bounds and at most a quarter ring. */
+#define CLEAN_FRAME_MAX 128u
 #define CLEAN_AHEAD 4096u
-#define CLEAN_SPAN_MAX (CLEAN_AHEAD / 2)
+#define CLEAN_AHEAD_MAX 65536u
 
 void pubring_clean_ahead(struct pub_ring *r)
 {
-	uint64_t span = r->pos - r->tick_pos;
+	uint64_t span = r->pos - r->tick_pos, frames = r->seq - r->tick_from;
 	r->tick_pos = r->pos;
+	r->tick_from = r->seq;
 	/* Replay: what lies ahead is still retained. An open claim: its
 	 * payload lies ahead. */
-	if (r->replay || span > CLEAN_SPAN_MAX || pubring_claim_open(r))
+	if (r->replay || span > frames * CLEAN_FRAME_MAX ||
+	    pubring_claim_open(r))
 		return;
-	uint64_t ahead = r->ring_size / 4 < CLEAN_AHEAD ? r->ring_size / 4
-							: CLEAN_AHEAD;
+	uint64_t ahead = 2 * span < CLEAN_AHEAD	      ? CLEAN_AHEAD
+			 : 2 * span > CLEAN_AHEAD_MAX ? CLEAN_AHEAD_MAX
+						      : 2 * span;
+	if (ahead > r->ring_size / 4)
+		ahead = r->ring_size / 4;
 	if (r->clean_end >= r->pos + ahead / 2)
 		return; /* in steps of half of it or more */
 	/* Not the slot at pos, which a reader may be looking at (the last

@@ -113,6 +113,7 @@ struct pub_ring {
 	uint64_t room_limit; /* frames must end 8 bytes before this */
 	uint64_t tick_seq;   /* the next tick is due once seq reaches it */
 	uint64_t tick_pos;   /* pos at the last tick */
+	uint64_t tick_from;  /* seq at the last tick */
 	struct pubring_watch watch[CRS_SUBSCRIBERS_MAX];
 };
 
