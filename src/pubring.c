@@ -92,6 +92,7 @@ void pubring_set_parked(struct pub_ring *r, int n, struct crs_ctl *const *ctls)
 void pubring_set_tick(struct pub_ring *r, int messages)
 {
 	r->tick_seq = r->seq + (uint64_t)messages;
+	r->tick_every = (uint32_t)messages;
 	limit_commits(r);
 }
 
@@ -114,9 +115,9 @@ void pubring_pad(struct pub_ring *r, uint64_t pad)
 
 void pubring_clean_ahead(struct pub_ring *r)
 {
-	uint64_t span = r->pos - r->tick_pos, frames = r->seq - r->tick_from;
+	uint64_t span = r->pos - r->tick_pos;
+	uint64_t frames = r->seq - (r->tick_seq - r->tick_every);
 	r->tick_pos = r->pos;
-	r->tick_from = r->seq;
 	/* Replay: what lies ahead is still retained. An open claim: its
 	 * payload lies ahead. */
 	if (r->replay || span > frames * CLEAN_FRAME_MAX ||
