@@ -92,19 +92,19 @@ struct pub_ring {
 	 * pubring.c).
 	 * One test for four. */
 	uint64_t commit_limit;
-	int more;	    /* deferred frames wait for a flush */
+	int more; /* deferred frames wait for a flush */
 	/* The count pubring_set_tick was given last (in a hole: a field
 	 * that changed the handle's size moved the allocations behind it,
 	 * which cost a spinning round trip a third on an AMD VM). */
 	uint32_t tick_every;
-	uint64_t more_pos;  /* the first one: its header is stored last */
-	uint64_t more_word; /* and is this */
-	uint64_t more_seq;  /* seq and bytes before the first one: what */
+	uint64_t more_pos;   /* the first one: its header is stored last */
+	uint64_t more_word;  /* and is this */
+	uint64_t more_seq;   /* seq and bytes before the first one: what */
 	uint64_t more_bytes; /* readers can see until the flush */
 	int notes;  /* commits are noted (epoch_note): retention marks */
 	int fences; /* full fence per commit: membarrier unavailable */
 	uint32_t max_message;
-	uint32_t signal;   /* our copy of data_signal */
+	uint32_t signal; /* our copy of data_signal */
 	int nparked;
 	/* The park words of nparked subscribers; without any, parked[0]
 	 * is a word of our own that stays 0. */
