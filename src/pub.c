@@ -22,6 +22,7 @@
 #include "credit.h"
 #include "errmsg.h"
 #include "frame.h"
+#include "handle.h"
 #include "ipc/clock.h"
 #include "ipc/epoll.h"
 #include "ipc/futex.h"
@@ -299,7 +300,7 @@ int crs_pub_create(const char *name, const struct crs_pub_opts *opts,
 		return errmsg_set(err,
 				  "invalid crs_pub_opts for stream '%.64s'",
 				  name ? name : "");
-	struct crs_pub *pub = calloc(1, sizeof(*pub));
+	struct crs_pub *pub = handle_alloc(sizeof(*pub));
 	if (!pub)
 		return errmsg_code(-ENOMEM);
 	pub->paths.dir.fd = -1;

@@ -22,6 +22,7 @@
 #include "atomics.h"
 #include "attach.h"
 #include "credit.h"
+#include "handle.h"
 #include "ipc/clock.h"
 #include "ipc/futex.h"
 #include "ipc/sock.h"
@@ -1092,7 +1093,7 @@ int crs_sub_open(const char *name, const struct crs_sub_opts *opts,
 	int err = crs_name_check(name);
 	if (err)
 		return err;
-	struct crs_sub *sub = calloc(1, sizeof(*sub));
+	struct crs_sub *sub = handle_alloc(sizeof(*sub));
 	if (!sub)
 		return -ENOMEM;
 	sub->at.sock = sub->at.data_fd = sub->at.ctl_fd = sub->sock = -1;
