@@ -42,9 +42,8 @@ void attach_close(struct attach *a);
  * fd, -EAGAIN (backlog full), -ENOENT, -ECONNREFUSED (a dead
  * publisher's leftovers, which a new publisher may replace), -ESTALE (a
  * dead member's leftovers, which none will; crs_inspect_open reports it
- * as -ECONNREFUSED) or -errno; the runtime
- * directory's path goes
- * to dir if not NULL. Then the peer check and HELLO on it (a takes
+ * as -ECONNREFUSED) or -errno; the runtime directory's path goes to dir
+ * if not NULL. Then the peer check and HELLO on it (a takes
  * sock, also on failure), and once sock is readable the WELCOME (or a
  * REJECT; deadline: CLOCK_MONOTONIC ns, past: look once) and the
  * mappings. On failure nothing is left open; crs_errmsg() says why. */

@@ -272,15 +272,14 @@ static void shared_sweep(const struct crs_pub *pub, const char *name)
 		const char *member = names + (size_t)i * SIZE;
 		if (name_member(member) != len || memcmp(member, name, len))
 			continue;
-		char leaf[SIZE + 8];
-		snprintf(leaf, sizeof(leaf), "%s.lock", member);
-		int fd = ipc_lock_orphan(dirfd, leaf);
+		char sock[SIZE + 8], lock[SIZE + 8];
+		snprintf(sock, sizeof(sock), "%s.sock", member);
+		snprintf(lock, sizeof(lock), "%s.lock", member);
+		int fd = ipc_lock_orphan(dirfd, lock);
 		if (fd < 0)
 			continue; /* live (ours too), or gone already */
-		snprintf(leaf, sizeof(leaf), "%s.sock", member);
-		ipc_unlink_at(dirfd, leaf);
-		snprintf(leaf, sizeof(leaf), "%s.lock", member);
-		ipc_unlink_at(dirfd, leaf);
+		ipc_unlink_at(dirfd, sock);
+		ipc_unlink_at(dirfd, lock);
 		ipc_close(fd);
 	}
 	free(names);

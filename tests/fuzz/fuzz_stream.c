@@ -135,11 +135,13 @@ static void drain_all(void)
 		abort();
 }
 
-/* Claim len (claimed extra bytes more), fill, and commit (deferred with
- * more) or abort. A claim refused for demand or room is dropped: the
- * refusal flushes deferred messages first. */
-static void publish(uint32_t len, uint32_t extra, int more, int aborted,
-		    int flush_open)
+/* How publish() ends its claim: operations 0-3 of the input. */
+enum how { PLAIN, FLUSH_OPEN, DEFERRED, ABORTED };
+
+/* Claim len (claimed extra bytes more), fill, and commit it (plainly,
+ * after a flush with the claim open, or deferred) or abort it. A claim
+ * refused for demand or room is dropped. */
+static void publish(uint32_t len, uint32_t extra, enum how how)
 {
 	uint32_t max = m.pub->ring.max_message;
 	uint32_t claimed = len + extra <= max ? len + extra : len;
@@ -156,7 +158,7 @@ static void publish(uint32_t len, uint32_t extra, int more, int aborted,
 	if (err)
 		abort();
 	uint8_t *p = buf;
-	if (aborted) {
+	if (how == ABORTED) {
 		plant_headers(p, 0, claimed);
 		crs_pub_abort(m.pub);
 		return;
@@ -164,17 +166,17 @@ static void publish(uint32_t len, uint32_t extra, int more, int aborted,
 	for (uint32_t j = 0; j < len; j++)
 		p[j] = pattern(m.committed, j);
 	plant_headers(p, len, claimed);
-	if (flush_open) { /* a flush (and its tick) while the claim is open */
+	if (how == FLUSH_OPEN) { /* a flush (and its tick) with the claim open */
 		crs_pub_flush(m.pub);
 		m.visible = m.committed;
 	}
 	m.lens[m.committed % MAX_KEPT] = len;
-	err = more ? crs_pub_commit_more(m.pub, len)
-		   : crs_pub_commit(m.pub, len);
+	err = how == DEFERRED ? crs_pub_commit_more(m.pub, len)
+			      : crs_pub_commit(m.pub, len);
 	if (err)
 		abort();
 	m.committed++;
-	if (!more)
+	if (how != DEFERRED)
 		m.visible = m.committed; /* a plain commit flushes first */
 	if (m.committed - m.read >= MAX_KEPT)
 		abort(); /* the ring holds far fewer */
@@ -229,17 +231,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t len = (a & 0x80) ? x % (max + 1) : x % 129;
 		uint32_t extra = ((a >> 3) & 15) * 8;
 		switch (a & 7) {
-		case 0:
-			publish(len, extra, 0, 0, 0);
-			break;
-		case 1:
-			publish(len, extra, 0, 0, 1);
-			break;
-		case 2:
-			publish(len, extra, 1, 0, 0);
-			break;
-		case 3:
-			publish(len, extra, 0, 1, 0);
+		case PLAIN:
+		case FLUSH_OPEN:
+		case DEFERRED:
+		case ABORTED:
+			publish(len, extra, (enum how)(a & 7));
 			break;
 		case 4:
 			crs_pub_flush(m.pub);
