@@ -7,11 +7,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define IPC_HUGE_PAGE ((size_t)2 << 20)
+#define IPC_READ_TOUCH_MAX ((size_t)64 << 20)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -62,6 +67,21 @@ int ipc_memfd_check(int fd, size_t size, int readonly)
 	return actual == size ? 0 : -EINVAL;
 }
 
+/* One access to every page through this mapping, a store if it is
+ * writable. It may already be shared with a peer that writes it: the
+ * store is an atomic OR of 0, which changes no byte. */
+static void touch_pages(void *p, size_t size, int writable)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *b = p;
+	for (size_t off = 0; off < size; off += page) {
+		if (writable)
+			(void)__atomic_fetch_or(b + off, 0, __ATOMIC_RELAXED);
+		else
+			(void)*(volatile const uint8_t *)(b + off);
+	}
+}
+
 int ipc_map(int fd, size_t size, int writable, void **out)
 {
 	int prot = PROT_READ | (writable ? PROT_WRITE : 0);
@@ -78,14 +98,31 @@ int ipc_map(int fd, size_t size, int writable, void **out)
 	if (size >= IPC_HUGE_PAGE)
 		(void)madvise(p, size, MADV_HUGEPAGE);
 	/* A writer's mapping is allocated and mapped in full now (after
-	 * the advice above, so that it gets huge pages): a page a commit
-	 * touches first costs a page fault (page allocated, zeroed,
-	 * mapped: 2-10 us in a VM) inside that message's latency, one per
-	 * 4 KiB of ring in the first lap, the spinning ping-pong's p99. The
-	 * ring is all touched after one lap anyway. Best effort: where the
-	 * kernel lacks it or memory is short, pages come at first touch. */
-	if (writable)
+	 * the advice above, so that it gets huge pages), then touched: a
+	 * page a commit touches first costs a page fault (page allocated,
+	 * zeroed, mapped: 2-10 us in a VM) inside that message's latency,
+	 * one per 4 KiB of ring in the first lap. And where the hypervisor
+	 * shadows the guest's page tables, the first access through each
+	 * page of a new mapping traps into it even when the page is mapped:
+	 * on the VM of bench/results/2026-12-05, 4-6 us for the first store
+	 * to a page, 0.5-1 us for the first load. Left to the first lap,
+	 * those were one message in a hundred at 32 B: the spinning
+	 * ping-pong's p99 at 3x its later laps', its p99.9 at 4x. The ring
+	 * is all touched after one lap anyway.
+	 * A reader does the same (mapping, then loads) for a ring of at
+	 * most IPC_READ_TOUCH_MAX: about 1 ms per 8 MiB here, well under
+	 * on bare metal. A bigger ring's subscriber may read little of it,
+	 * and a late joiner that reads it all pays as it goes.
+	 * Best effort: where the kernel lacks the advice or memory is
+	 * short, pages come at first touch. Loads may map pages of a sparse
+	 * segment a hostile writer sent: no more than reading it would. */
+	if (writable) {
 		(void)madvise(p, size, MADV_POPULATE_WRITE);
+		touch_pages(p, size, 1);
+	} else if (size <= IPC_READ_TOUCH_MAX) {
+		(void)madvise(p, size, MADV_POPULATE_READ);
+		touch_pages(p, size, 0);
+	}
 	*out = p;
 	return 0;
 }

@@ -96,7 +96,9 @@ struct crs_pub_opts {
 	uint32_t mode;		  /* enum crs_mode; default CRS_MODE_PUBLISH */
 	uint64_t ring_bytes;	  /* power of two, CRS_RING_MIN..CRS_RING_MAX
 				     (4 KiB..1 GiB); default 1 MiB;
-				     allocated in full at creation */
+				     allocated, mapped and touched in full
+				     at creation (subscribers map one of at
+				     most 64 MiB in full at open) */
 	uint32_t max_message;	  /* largest message; 0 (default): ring/4,
 				     which is also the cap */
 	uint32_t max_subscribers; /* 1..CRS_SUBSCRIBERS_MAX (64); default 64 */

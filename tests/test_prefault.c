@@ -1,0 +1,118 @@
+/*
+ * test_prefault.c - both ends have the data segment mapped in full before
+ * the first message: the publisher's mapping is resident when
+ * crs_pub_create returns, a subscriber's when its open returns, for a
+ * ring of at most 64 MiB. A subscriber of a bigger ring maps pages as it
+ * reads them (ipc/memfd.c says why). Residency is the Rss of the mapping
+ * in /proc/self/smaps, read in the publisher's process and in a forked
+ * subscriber's. Messages flow as usual afterwards.
+ */
+#include "util.h"
+
+#include <string.h>
+
+#define SMALL_RING (1u << 20)
+#define BIG_RING (128u << 20)
+#define READ_TOUCH_MAX (64u << 20)
+
+/* Size and Rss, in KiB, of this process's mapping of the data segment
+ * of stream name; 0 if found. */
+static int data_rss(const char *name, unsigned long *size_kib,
+		    unsigned long *rss_kib)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (!f)
+		return -1;
+	char line[512], want[128];
+	snprintf(want, sizeof(want), "memfd:%s ", name);
+	int found = 0, err = -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, want)) {
+			found = 1;
+			continue;
+		}
+		if (found && sscanf(line, "Size: %lu kB", size_kib) == 1)
+			continue;
+		if (found && sscanf(line, "Rss: %lu kB", rss_kib) == 1) {
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+static int child_reader(void *arg, int chan)
+{
+	const char *name = arg;
+	crs_sub *sub;
+	CHECK_EQ(tu_sub_open(name, 128, &sub), 0);
+	unsigned long size = 0, rss = 0;
+	CHECK_EQ(data_rss(name, &size, &rss), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
+	struct crs_msg m;
+	for (uint64_t seq = 0; seq < 100; seq++) {
+		CHECK_EQ(tu_sub_next(sub, &m, 10000), 1);
+		CHECK_EQ(m.seq, seq);
+		CHECK_EQ(tu_verify(m.data, m.len, seq), -1);
+	}
+	CHECK_EQ(tu_sub_next(sub, &m, 10000), -CRS_EEND);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* A publisher of a ring of ring bytes and one subscriber: the Size and
+ * Rss of the subscriber's mapping, after checking the publisher's. */
+static void run(uint64_t ring, unsigned long *size, unsigned long *rss)
+{
+	char name[64];
+	tu_name(name, sizeof(name), "prefault");
+	crs_pub *pub = tu_make_pub(name, ring);
+	unsigned long psize = 0, prss = 0;
+	assert_int_equal(data_rss(name, &psize, &prss), 0);
+	assert_true(psize * 1024 > ring);
+	assert_int_equal(prss, psize);
+	int chan;
+	pid_t pid = tu_spawn(child_reader, name, &chan, 60);
+	uint64_t v;
+	assert_int_equal(tu_serve_expect(pub, chan, TU_READY, &v, 20000), 0);
+	*size = (unsigned long)v;
+	assert_int_equal(tu_serve_expect(pub, chan, TU_READY, &v, 20000), 0);
+	*rss = (unsigned long)v;
+	assert_int_equal(*size, psize);
+	for (uint64_t seq = 0; seq < 100; seq++)
+		assert_int_equal(tu_pub_send(pub, seq, 200, 10000), 0);
+	assert_int_equal(crs_pub_complete(pub), 0);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
+static void test_small_ring_mapped_in_full(void **state)
+{
+	(void)state;
+	unsigned long size, rss;
+	run(SMALL_RING, &size, &rss);
+	assert_int_equal(rss, size);
+}
+
+static void test_big_ring_mapped_as_read(void **state)
+{
+	(void)state;
+	unsigned long size, rss;
+	run(BIG_RING, &size, &rss);
+	/* The header and what the open read, nowhere near the bound. */
+	assert_true(size * 1024 > BIG_RING);
+	assert_true(rss * 1024 < READ_TOUCH_MAX / 16);
+}
+
+int main(void)
+{
+	tu_init();
+	const struct CMUnitTest tests[] = {
+		TU_TEST(test_small_ring_mapped_in_full),
+		TU_TEST(test_big_ring_mapped_as_read),
+	};
+	return cmocka_run_group_tests_name("prefault", tests, NULL, NULL);
+}
