@@ -15,9 +15,10 @@
 #define BIG_RING (128u << 20)
 #define READ_TOUCH_MAX (64u << 20)
 
-/* Size and Rss, in KiB, of this process's mapping of the data segment
- * of stream name; 0 if found. */
-static int data_rss(const char *name, unsigned long *size_kib,
+/* Size and Rss, in KiB, of this process's writable or read-only mapping
+ * of the data segment of stream name; 0 if found. (A forked subscriber
+ * also holds the publisher's writable one, inherited.) */
+static int data_rss(const char *name, int writable, unsigned long *size_kib,
 		    unsigned long *rss_kib)
 {
 	FILE *f = fopen("/proc/self/smaps", "r");
@@ -27,8 +28,10 @@ static int data_rss(const char *name, unsigned long *size_kib,
 	snprintf(want, sizeof(want), "memfd:%s ", name);
 	int found = 0, err = -1;
 	while (fgets(line, sizeof(line), f)) {
-		if (strstr(line, want)) {
-			found = 1;
+		char perms[8];
+		if (strstr(line, want) &&
+		    sscanf(line, "%*x-%*x %7s", perms) == 1) {
+			found = (perms[1] == 'w') == !!writable;
 			continue;
 		}
 		if (found && sscanf(line, "Size: %lu kB", size_kib) == 1)
@@ -48,7 +51,7 @@ static int child_reader(void *arg, int chan)
 	crs_sub *sub;
 	CHECK_EQ(tu_sub_open(name, 128, &sub), 0);
 	unsigned long size = 0, rss = 0;
-	CHECK_EQ(data_rss(name, &size, &rss), 0);
+	CHECK_EQ(data_rss(name, 0, &size, &rss), 0);
 	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
 	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
 	struct crs_msg m;
@@ -70,7 +73,7 @@ static void run(uint64_t ring, unsigned long *size, unsigned long *rss)
 	tu_name(name, sizeof(name), "prefault");
 	crs_pub *pub = tu_make_pub(name, ring);
 	unsigned long psize = 0, prss = 0;
-	assert_int_equal(data_rss(name, &psize, &prss), 0);
+	assert_int_equal(data_rss(name, 1, &psize, &prss), 0);
 	assert_true(psize * 1024 > ring);
 	assert_int_equal(prss, psize);
 	int chan;
