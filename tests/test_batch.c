@@ -9,6 +9,8 @@
  *     wakes a subscriber asleep in crs_sub_wait;
  *   - a taken batch is consumed only when released, all at once;
  *   - a publisher that dies with deferred messages never delivers them;
+ *   - a take looks no further ahead than 4 KiB of ring: large frames
+ *     come in short batches, small ones in full ones;
  *   - crs_sub_dispatch delivers in batches and nothing after a cancel
  *     made inside on_next.
  * Runs on both wait engines (suite nouring sets CRS_NO_URING).
@@ -23,7 +25,16 @@
 #define MAXLEN 700
 #define TOTAL 20000
 
-enum { T_COUNT = 1, T_BATCHES, T_TAKEN, T_NOTHING, T_GOT, T_DONE, T_PUBLISHED };
+enum {
+	T_COUNT = 1,
+	T_BATCHES,
+	T_TAKEN,
+	T_NOTHING,
+	T_GOT,
+	T_DONE,
+	T_PUBLISHED,
+	T_AGAIN
+};
 
 static crs_pub *make_pub(const char *name)
 {
@@ -350,6 +361,90 @@ static void test_dispatch_batches(void **state)
 	crs_pub_close(pub);
 }
 
+/* ---- how far a take looks ahead --------------------------------------- */
+
+#define BIG_LEN 1000 /* frames of 1008 bytes: 5 start in the first 4 KiB */
+#define SMALL_LEN 32 /* frames of 40 bytes: 64 span 2.5 KiB */
+
+/* Take everything committed now, 64 at most per take: the takes' sizes,
+ * each released before the next, sent as one word, a byte each. */
+static uint64_t take_sizes(crs_sub *sub, size_t len, int expect_total)
+{
+	struct crs_msg m[64];
+	uint64_t sizes = 0;
+	int total = 0, shift = 0;
+	CHECK_EQ(crs_sub_wait(sub, 10000), 0);
+	while (total < expect_total && shift < 64) {
+		int n = crs_sub_take(sub, m, 64, 0);
+		CHECK(n >= 1);
+		for (int i = 0; i < n; i++) {
+			CHECK_EQ(m[i].len, len);
+			CHECK(tu_verify(m[i].data, m[i].len, m[i].seq) < 0);
+		}
+		crs_sub_release(sub);
+		sizes |= (uint64_t)n << shift;
+		shift += 8;
+		total += n;
+	}
+	CHECK_EQ(total, expect_total);
+	return sizes;
+}
+
+static int lookahead_taker(void *arg, int chan)
+{
+	crs_sub *sub;
+	CHECK_EQ(open_sub(arg, 0, &sub), 0);
+	CHECK_EQ(crs_sub_request(sub, CRS_UNBOUNDED), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, 0), 0);
+	CHECK_EQ(tu_expect(chan, T_PUBLISHED, NULL, 10000), 0);
+	CHECK_EQ(tu_send(chan, T_TAKEN, take_sizes(sub, BIG_LEN, 8)), 0);
+	CHECK_EQ(tu_expect(chan, T_AGAIN, NULL, 10000), 0);
+	CHECK_EQ(tu_send(chan, T_TAKEN, take_sizes(sub, SMALL_LEN, 64)), 0);
+	crs_sub_close(sub);
+	return 0;
+}
+
+/* n messages of len from *seq, all made visible by one flush. */
+static void publish_flushed(crs_pub *pub, uint64_t *seq, int n, size_t len)
+{
+	for (int i = 0; i < n; i++, (*seq)++) {
+		void *buf;
+		assert_int_equal(crs_pub_claim(pub, len, &buf), 0);
+		tu_fill(buf, len, *seq);
+		assert_int_equal(crs_pub_commit_more(pub, len), 0);
+	}
+	assert_int_equal(crs_pub_flush(pub), n);
+}
+
+static void test_take_lookahead(void **state)
+{
+	(void)state;
+	char name[64];
+	tu_name(name, sizeof(name), "ahead");
+	crs_pub *pub = make_pub(name);
+	int chan;
+	pid_t pid = tu_spawn(lookahead_taker, name, &chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
+	while (crs_pub_demand(pub) < 72)
+		assert_int_equal(crs_pub_wait(pub, 1, 10000), 0);
+	uint64_t seq = 0, sizes;
+	/* 8 frames of 1008 bytes: the first take stops before the frame at
+	 * 5040, past 4 KiB; the next takes the other 3. */
+	publish_flushed(pub, &seq, 8, BIG_LEN);
+	assert_int_equal(tu_send(chan, T_PUBLISHED, 0), 0);
+	assert_int_equal(tu_expect(chan, T_TAKEN, &sizes, 10000), 0);
+	assert_int_equal(sizes, 5 | 3 << 8);
+	/* 64 frames of 40 bytes: one take. */
+	publish_flushed(pub, &seq, 64, SMALL_LEN);
+	assert_int_equal(tu_send(chan, T_AGAIN, 0), 0);
+	assert_int_equal(tu_expect(chan, T_TAKEN, &sizes, 10000), 0);
+	assert_int_equal(sizes, 64);
+	assert_int_equal(tu_serve_wait_child(pub, pid, 10000), 0);
+	close(chan);
+	crs_pub_close(pub);
+}
+
 int main(void)
 {
 	tu_init();
@@ -358,6 +453,7 @@ int main(void)
 		TU_TEST(test_flush_and_release),
 		TU_TEST(test_dead_publisher_deferred),
 		TU_TEST(test_dispatch_batches),
+		TU_TEST(test_take_lookahead),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
