@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #define IPC_HUGE_PAGE ((size_t)2 << 20)
-#define IPC_READ_TOUCH_MAX ((size_t)64 << 20)
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
@@ -67,16 +66,28 @@ int ipc_memfd_check(int fd, size_t size, int readonly)
 	return actual == size ? 0 : -EINVAL;
 }
 
+/* Store to the byte at b the value it holds. It may be shared with a
+ * peer that writes it: a compare-and-swap of the value with itself
+ * changes no byte, whatever the peer does. Not an atomic OR of 0, which
+ * compilers may turn into a load when its result goes unused (clang 14
+ * does, volatile or not), and the store is the point. */
+static void store_same(uint8_t *b)
+{
+	uint8_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(b, &v, v, 1, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
 /* One access to every page through this mapping, a store if it is
- * writable. It may already be shared with a peer that writes it: the
- * store is an atomic OR of 0, which changes no byte. */
+ * writable. */
 static void touch_pages(void *p, size_t size, int writable)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	uint8_t *b = p;
 	for (size_t off = 0; off < size; off += page) {
 		if (writable)
-			(void)__atomic_fetch_or(b + off, 0, __ATOMIC_RELAXED);
+			store_same(b + off);
 		else
 			(void)*(volatile const uint8_t *)(b + off);
 	}
@@ -94,37 +105,34 @@ int ipc_map(int fd, size_t size, int writable, void **out)
 	 * rate with 4 KiB pages and on a par with it with 2 MiB pages. The
 	 * kernel honours it where shmem THP is "advise" (or "within_size",
 	 * "always"); under "never", or without THP, it fails or is ignored
-	 * and the mapping works as before, so the result does not matter. */
+	 * and the mapping works as before, so the result does not matter.
+	 * Before any ipc_prefault(), so that the pages it brings are huge. */
 	if (size >= IPC_HUGE_PAGE)
 		(void)madvise(p, size, MADV_HUGEPAGE);
-	/* A writer's mapping is allocated and mapped in full now (after
-	 * the advice above, so that it gets huge pages), then touched: a
-	 * page a commit touches first costs a page fault (page allocated,
-	 * zeroed, mapped: 2-10 us in a VM) inside that message's latency,
-	 * one per 4 KiB of ring in the first lap. And where the hypervisor
-	 * shadows the guest's page tables, the first access through each
-	 * page of a new mapping traps into it even when the page is mapped:
-	 * on the VM of bench/results/2026-12-05, 4-6 us for the first store
-	 * to a page, 0.5-1 us for the first load. Left to the first lap,
-	 * those were one message in a hundred at 32 B: the spinning
-	 * ping-pong's p99 at 3x its later laps', its p99.9 at 4x. The ring
-	 * is all touched after one lap anyway.
-	 * A reader does the same (mapping, then loads) for a ring of at
-	 * most IPC_READ_TOUCH_MAX: about 1 ms per 8 MiB here, well under
-	 * on bare metal. A bigger ring's subscriber may read little of it,
-	 * and a late joiner that reads it all pays as it goes.
-	 * Best effort: where the kernel lacks the advice or memory is
-	 * short, pages come at first touch. Loads may map pages of a sparse
-	 * segment a hostile writer sent: no more than reading it would. */
-	if (writable) {
-		(void)madvise(p, size, MADV_POPULATE_WRITE);
-		touch_pages(p, size, 1);
-	} else if (size <= IPC_READ_TOUCH_MAX) {
-		(void)madvise(p, size, MADV_POPULATE_READ);
-		touch_pages(p, size, 0);
-	}
 	*out = p;
 	return 0;
+}
+
+void ipc_prefault(void *p, size_t size, int writable)
+{
+	/* Populate (allocate and map) every page, then touch each through
+	 * this mapping: a page a commit touches first costs a page fault
+	 * (page allocated, zeroed, mapped: 2-10 us in a VM) inside that
+	 * message's latency, one per 4 KiB of ring in the first lap. And
+	 * where the hypervisor shadows the guest's page tables, the first
+	 * access through each page of a new mapping traps into it even when
+	 * the page is mapped: on the VM of bench/results/2026-12-05, 4-6 us
+	 * for the first store to a page, 0.5-1 us for the first load. Left
+	 * to the first lap, those were one message in a hundred at 32 B:
+	 * the spinning ping-pong's p99 at 3x its later laps', its p99.9 at
+	 * 4x. Best effort: only what the populate mapped is touched, so
+	 * where the kernel lacks the advice (before 5.14) or memory is
+	 * short, nothing is, and pages come at first use as they would
+	 * have (a touch would fault them in now, inside the call, where
+	 * running out of memory can only kill or raise SIGBUS). */
+	int advice = writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+	if (madvise(p, size, advice) == 0)
+		touch_pages(p, size, writable);
 }
 
 void ipc_unmap(void *addr, size_t size)

@@ -17,7 +17,13 @@ CRS_MUST_USE int ipc_memfd_seal(int fd, int readonly);
 /* 0 if fd carries at least the seals of the given kind and is size bytes. */
 CRS_MUST_USE int ipc_memfd_check(int fd, size_t size, int readonly);
 CRS_MUST_USE int ipc_memfd_size(int fd, size_t *size);
+/* Map size bytes of fd, shared, read-only or writable. */
 CRS_MUST_USE int ipc_map(int fd, size_t size, int writable, void **out);
+/* Have every page of the mapping at p present and accessed through it
+ * now rather than at its first use (memfd.c says what that costs), as
+ * far as memory allows: best effort. writable: the mapping is, and may
+ * be shared with a peer that writes it (no byte changes). */
+void ipc_prefault(void *p, size_t size, int writable);
 void ipc_unmap(void *addr, size_t size);
 void ipc_close(int fd);
 

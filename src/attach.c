@@ -21,6 +21,12 @@
 #include "name.h"
 
 #define APPEAR_RETRY_NS 10000000LL
+/* A subscriber has the ring of a stream present at open if it is at most
+ * this big (ipc_prefault: about 1 ms per 8 MiB on the VM of
+ * bench/results/2026-12-05, well under on bare metal). One of a bigger
+ * ring may read little of it, and a late joiner that reads it all pays
+ * as it goes. Inspectors read the header alone. */
+#define PREFAULT_RING_MAX ((uint64_t)64 << 20)
 #define BACKLOG_RETRY_NS 1000000LL
 
 /* A member stream's name is never published again (pub.c makes each one
@@ -216,9 +222,14 @@ static int map_segments(struct attach *a)
 	err = check_layout(&a->seg, a->data_size);
 	if (err || a->ctl_fd < 0)
 		return err;
+	/* Loads only: they may map pages of a sparse segment a hostile
+	 * publisher sent, no more than reading its ring would. */
+	if (a->seg.ring_size <= PREFAULT_RING_MAX)
+		ipc_prefault((void *)a->hdr, a->data_size, 0);
 	err = ipc_map(a->ctl_fd, CRS_CTL_SIZE, 1, &map);
 	if (err)
 		return err;
+	ipc_prefault(map, CRS_CTL_SIZE, 1);
 	a->ctl = map;
 	const struct crs_ctl *c = a->ctl;
 	if (c->magic != CRS_CTL_MAGIC || c->start_pos != w->start_pos ||

@@ -166,6 +166,7 @@ static int pub_setup(struct crs_pub *pub, const char *name,
 	err = ipc_map(pub->data_fd, pub->data_size, 1, &map);
 	if (err)
 		return err;
+	ipc_prefault(map, pub->data_size, 1);
 	pubring_init(&pub->ring, map, o->ring_bytes, o->max_message,
 		     o->mode == CRS_MODE_REPLAY, fences);
 	pub->overflow = o->overflow;

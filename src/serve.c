@@ -259,6 +259,8 @@ static int admit(struct pub_control *c, int fd, const struct ipc_peer *peer)
 	int err = ctl_fd < 0 ? ctl_fd : ipc_memfd_seal(ctl_fd, 0);
 	if (!err)
 		err = ipc_map(ctl_fd, CRS_CTL_SIZE, 1, &map);
+	if (!err)
+		ipc_prefault(map, CRS_CTL_SIZE, 1);
 	if (err) {
 		/* Out of descriptors or memory: say so, do not just hang up. */
 		rejectf(fd, -err,

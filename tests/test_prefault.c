@@ -2,18 +2,21 @@
  * test_prefault.c - both ends have the data segment mapped in full before
  * the first message: the publisher's mapping is resident when
  * crs_pub_create returns, a subscriber's when its open returns, for a
- * ring of at most 64 MiB. A subscriber of a bigger ring maps pages as it
- * reads them (ipc/memfd.c says why). Residency is the Rss of the mapping
- * in /proc/self/smaps, read in the publisher's process and in a forked
- * subscriber's. Messages flow as usual afterwards.
+ * ring of at most 64 MiB (that one included). A subscriber of a bigger
+ * ring maps pages as it reads them, and so does an inspector of any
+ * (ipc/memfd.c and src/attach.c say why). Residency is the Rss of the
+ * mapping in /proc/self/smaps, read in the publisher's process and in a
+ * forked subscriber's or inspector's. Messages flow as usual afterwards.
  */
 #include "util.h"
 
 #include <string.h>
 
+#include "crs/inspect.h"
+
 #define SMALL_RING (1u << 20)
 #define BIG_RING (128u << 20)
-#define READ_TOUCH_MAX (64u << 20)
+#define READ_TOUCH_MAX (64u << 20) /* the largest ring a reader touches */
 
 /* Size and Rss, in KiB, of this process's writable or read-only mapping
  * of the data segment of stream name; 0 if found. (A forked subscriber
@@ -65,9 +68,23 @@ static int child_reader(void *arg, int chan)
 	return 0;
 }
 
-/* A publisher of a ring of ring bytes and one subscriber: the Size and
- * Rss of the subscriber's mapping, after checking the publisher's. */
-static void run(uint64_t ring, unsigned long *size, unsigned long *rss)
+static int child_inspector(void *arg, int chan)
+{
+	const char *name = arg;
+	crs_inspector *in;
+	CHECK_EQ(crs_inspect_open(name, &in), 0);
+	unsigned long size = 0, rss = 0;
+	CHECK_EQ(data_rss(name, 0, &size, &rss), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
+	crs_inspect_close(in);
+	return 0;
+}
+
+/* A publisher of a ring of ring bytes and one subscriber (or inspector):
+ * the Size and Rss of its mapping, after checking the publisher's. */
+static void run_with(uint64_t ring, tu_child_fn child, unsigned long *size,
+		     unsigned long *rss)
 {
 	char name[64];
 	tu_name(name, sizeof(name), "prefault");
@@ -77,19 +94,26 @@ static void run(uint64_t ring, unsigned long *size, unsigned long *rss)
 	assert_true(psize * 1024 > ring);
 	assert_int_equal(prss, psize);
 	int chan;
-	pid_t pid = tu_spawn(child_reader, name, &chan, 60);
+	pid_t pid = tu_spawn(child, name, &chan, 60);
 	uint64_t v;
 	assert_int_equal(tu_serve_expect(pub, chan, TU_READY, &v, 20000), 0);
 	*size = (unsigned long)v;
 	assert_int_equal(tu_serve_expect(pub, chan, TU_READY, &v, 20000), 0);
 	*rss = (unsigned long)v;
 	assert_int_equal(*size, psize);
-	for (uint64_t seq = 0; seq < 100; seq++)
-		assert_int_equal(tu_pub_send(pub, seq, 200, 10000), 0);
-	assert_int_equal(crs_pub_complete(pub), 0);
+	if (child == child_reader) {
+		for (uint64_t seq = 0; seq < 100; seq++)
+			assert_int_equal(tu_pub_send(pub, seq, 200, 10000), 0);
+		assert_int_equal(crs_pub_complete(pub), 0);
+	}
 	assert_int_equal(tu_serve_wait_child(pub, pid, 20000), 0);
 	close(chan);
 	crs_pub_close(pub);
+}
+
+static void run(uint64_t ring, unsigned long *size, unsigned long *rss)
+{
+	run_with(ring, child_reader, size, rss);
 }
 
 static void test_small_ring_mapped_in_full(void **state)
@@ -110,12 +134,34 @@ static void test_big_ring_mapped_as_read(void **state)
 	assert_true(rss * 1024 < READ_TOUCH_MAX / 16);
 }
 
+/* The bound counts the ring, not the segment (8 KiB of header more). */
+static void test_largest_ring_mapped_in_full(void **state)
+{
+	(void)state;
+	unsigned long size, rss;
+	run(READ_TOUCH_MAX, &size, &rss);
+	assert_int_equal(rss, size);
+}
+
+/* An inspector reads the header and at most a few frames: it maps no
+ * more than that, whatever the ring. */
+static void test_inspector_maps_as_read(void **state)
+{
+	(void)state;
+	unsigned long size, rss;
+	run_with(SMALL_RING, child_inspector, &size, &rss);
+	assert_true(size * 1024 > SMALL_RING);
+	assert_true(rss * 1024 < SMALL_RING / 4);
+}
+
 int main(void)
 {
 	tu_init();
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_small_ring_mapped_in_full),
 		TU_TEST(test_big_ring_mapped_as_read),
+		TU_TEST(test_largest_ring_mapped_in_full),
+		TU_TEST(test_inspector_maps_as_read),
 	};
 	return cmocka_run_group_tests_name("prefault", tests, NULL, NULL);
 }

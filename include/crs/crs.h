@@ -515,9 +515,10 @@ void crs_sub_release(crs_sub *sub);
  * views valid) until crs_sub_release(), which releases them all with
  * one consumed-position store and one demand update, or the next poll
  * or take, which releases them first. A batch stops early at the end of
- * what is committed, of demand, or of the ring (padding), and at a frame
- * that starts 4 KiB or more past the first (looking further ahead over
- * large frames costs more than a batch saves): the next call goes on. Returns the count n >= 1, or as crs_sub_poll 0, -CRS_EEND or
+ * what is committed, of demand, or of the ring (padding), and at a
+ * frame that starts 4 KiB or more past the first (looking further ahead
+ * over large frames costs more than a batch saves): the next call goes
+ * on. Returns the count n >= 1, or as crs_sub_poll 0, -CRS_EEND or
  * -CRS_EGAP (then nothing is held). Hot path: no syscall. Not
  * thread-safe (like every call on one subscriber). */
 int crs_sub_take(crs_sub *sub, struct crs_msg *msgs, size_t max,
