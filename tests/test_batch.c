@@ -51,6 +51,22 @@ static int open_sub(const char *name, uint32_t prefetch, crs_sub **sub)
 	return crs_sub_open(name, &o, sub);
 }
 
+/* A publisher of a new stream (its name in name) and child fn subscribed
+ * to it, ready, with a demand of at least demand. */
+static crs_pub *start_child(char *name, size_t size, const char *tag,
+			    tu_child_fn fn, uint64_t demand, int *chan,
+			    pid_t *pid)
+{
+	tu_name(name, size, tag);
+	crs_pub *pub = make_pub(name);
+	*pid = tu_spawn(fn, name, chan, 60);
+	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
+	assert_int_equal(tu_expect(*chan, TU_READY, NULL, 10000), 0);
+	while (crs_pub_demand(pub) < demand)
+		assert_int_equal(crs_pub_wait(pub, 1, 10000), 0);
+	return pub;
+}
+
 /* Check msgs[0..n) continue the stream at *expect. */
 static void check_batch(const struct crs_msg *m, int n, uint64_t *expect)
 {
@@ -96,7 +112,8 @@ static int taker(void *arg, int chan)
 	uint64_t expect = 0, batches = 0;
 	int r;
 	for (;;) {
-		size_t max = 1 + batches % 32, max_bytes = batches % 3 ? 0 : 2000;
+		size_t max = 1 + batches % 32,
+		       max_bytes = batches % 3 ? 0 : 2000;
 		r = crs_sub_take(sub, m, max, max_bytes);
 		if (r == 0) {
 			crs_sub_wait(sub, 5000);
@@ -179,14 +196,10 @@ static void test_flush_and_release(void **state)
 {
 	(void)state;
 	char name[64];
-	tu_name(name, sizeof(name), "flush");
-	crs_pub *pub = make_pub(name);
 	int chan;
-	pid_t pid = tu_spawn(holder, name, &chan, 60);
-	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
-	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
-	while (crs_pub_demand(pub) < 5)
-		assert_int_equal(crs_pub_wait(pub, 1, 10000), 0);
+	pid_t pid;
+	crs_pub *pub = start_child(name, sizeof(name), "flush", holder, 5,
+				   &chan, &pid);
 	for (uint64_t seq = 0; seq < 5; seq++) {
 		size_t len = tu_len(seq, MAXLEN);
 		void *buf;
@@ -420,14 +433,10 @@ static void test_take_lookahead(void **state)
 {
 	(void)state;
 	char name[64];
-	tu_name(name, sizeof(name), "ahead");
-	crs_pub *pub = make_pub(name);
 	int chan;
-	pid_t pid = tu_spawn(lookahead_taker, name, &chan, 60);
-	assert_int_equal(tu_pub_await_count(pub, 1, 10000), 0);
-	assert_int_equal(tu_expect(chan, TU_READY, NULL, 10000), 0);
-	while (crs_pub_demand(pub) < 72)
-		assert_int_equal(crs_pub_wait(pub, 1, 10000), 0);
+	pid_t pid;
+	crs_pub *pub = start_child(name, sizeof(name), "ahead", lookahead_taker,
+				   72, &chan, &pid);
 	uint64_t seq = 0, sizes;
 	/* 8 frames of 1008 bytes: the first take stops before the frame at
 	 * 5040, past 4 KiB; the next takes the other 3. */
