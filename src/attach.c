@@ -21,13 +21,14 @@
 #include "name.h"
 
 #define APPEAR_RETRY_NS 10000000LL
+#define BACKLOG_RETRY_NS 1000000LL
 /* A subscriber has the ring of a stream present at open if it is at most
  * this big (ipc_prefault: about 1 ms per 8 MiB on the VM of
  * bench/results/2026-12-05, well under on bare metal). One of a bigger
  * ring may read little of it, and a late joiner that reads it all pays
- * as it goes. Inspectors read the header alone. */
+ * as it goes. Inspectors, which read the header and a few frames, have
+ * none present. */
 #define PREFAULT_RING_MAX ((uint64_t)64 << 20)
-#define BACKLOG_RETRY_NS 1000000LL
 
 /* A member stream's name is never published again (pub.c makes each one
  * fresh), so a member socket that refuses while nobody holds its lock is
