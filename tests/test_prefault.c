@@ -48,15 +48,22 @@ static int data_rss(const char *name, int writable, unsigned long *size_kib,
 	return err;
 }
 
+/* In a child: send the Size and Rss of our read-only mapping of name's
+ * data segment. */
+static void send_rss(const char *name, int chan)
+{
+	unsigned long size = 0, rss = 0;
+	CHECK_EQ(data_rss(name, 0, &size, &rss), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
+	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
+}
+
 static int child_reader(void *arg, int chan)
 {
 	const char *name = arg;
 	crs_sub *sub;
 	CHECK_EQ(tu_sub_open(name, 128, &sub), 0);
-	unsigned long size = 0, rss = 0;
-	CHECK_EQ(data_rss(name, 0, &size, &rss), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
+	send_rss(name, chan);
 	struct crs_msg m;
 	for (uint64_t seq = 0; seq < 100; seq++) {
 		CHECK_EQ(tu_sub_next(sub, &m, 10000), 1);
@@ -73,10 +80,7 @@ static int child_inspector(void *arg, int chan)
 	const char *name = arg;
 	crs_inspector *in;
 	CHECK_EQ(crs_inspect_open(name, &in), 0);
-	unsigned long size = 0, rss = 0;
-	CHECK_EQ(data_rss(name, 0, &size, &rss), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, size), 0);
-	CHECK_EQ(tu_send(chan, TU_READY, rss), 0);
+	send_rss(name, chan);
 	crs_inspect_close(in);
 	return 0;
 }
