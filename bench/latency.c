@@ -35,6 +35,19 @@
  *                 engine sleeps. These three are not limits but the
  *                 kernel's share of crs-block-uring: what is left over
  *                 raw-uring-ro is crs's own. Not run by default.
+ *   raw-uring-defer-ro
+ *                 as raw-uring-ro on a ring set up with SINGLE_ISSUER and
+ *                 DEFER_TASKRUN (kernel 6.1+): the completion's task work
+ *                 runs in the waiter's own io_uring_enter instead of
+ *                 interrupting it. What crs's engine could gain with
+ *                 those flags, which tie a ring to one thread. Not run
+ *                 by default.
+ *   raw-futex-timed-ro
+ *                 as raw-futex-ro with a 100 ms timeout on every
+ *                 FUTEX_WAIT: the floor of a wait outside io_uring that
+ *                 looks at its publisher's liveness at each timeout (a
+ *                 hrtimer armed and cancelled per sleep). Not run by
+ *                 default.
  *   raw-waitv-ro  as raw-futex-ro, but the reader sleeps in futex_waitv
  *                 on two words of the read-only view: the writer's word
  *                 and one that never moves (the writer's liveness, in a
@@ -95,6 +108,8 @@ struct lat_scn {
 	int baseline, no_uring, is_default, needs_zmq, needs_aeron;
 	enum raw_wait raw_wait; /* raw-*: how the reader waits */
 	int raw_ro;		/* raw-*-ro: through a read-only view */
+	unsigned uring_flags;	/* RAW_URING: io_uring_queue_init flags */
+	int futex_timeout_ms;	/* RAW_FUTEX: a timeout on each wait (0: none) */
 	int (*setup)(struct pp *p);
 	void (*cleanup)(struct pp *p);
 	void *(*open)(struct pp *p, int who);
@@ -120,6 +135,16 @@ struct raw_ep {
 static long futex(const _Atomic uint32_t *w, int op, uint32_t val)
 {
 	return syscall(SYS_futex, (const uint32_t *)w, op, val, NULL, NULL, 0);
+}
+
+/* RAW_FUTEX: FUTEX_WAIT while *w == v, for at most timeout_ms if > 0. */
+static void raw_futex_wait(const _Atomic uint32_t *w, uint32_t v,
+			   int timeout_ms)
+{
+	struct timespec ts = { .tv_sec = timeout_ms / 1000,
+			       .tv_nsec = (long)(timeout_ms % 1000) * 1000000 };
+	syscall(SYS_futex, (const uint32_t *)w, FUTEX_WAIT, v,
+		timeout_ms > 0 ? &ts : NULL, NULL, 0);
 }
 
 /* raw-*-ro: the regions live in a memfd mapped twice, read-write for
@@ -231,7 +256,8 @@ static void *raw_open(struct pp *p, int who)
 	/* The last word of the region: past the payload at any size. */
 	e->in_life = (const _Atomic uint32_t *)(theirs + p->region - 4);
 	e->wait = p->sc->raw_wait;
-	int err = e->wait == RAW_URING ? io_uring_queue_init(8, &e->ring, 0)
+	int err = e->wait == RAW_URING ? io_uring_queue_init(
+						 8, &e->ring, p->sc->uring_flags)
 				       : 0;
 	if (err) {
 		rep_err(&p->ctl->rep[who], err, "io_uring_queue_init: %s",
@@ -261,7 +287,8 @@ static int raw_recv(void *ep, uint64_t *seq)
 	while ((v = atomic_load_explicit(e->in_word, memory_order_acquire)) !=
 	       want) {
 		if (e->wait == RAW_FUTEX) {
-			futex(e->in_word, FUTEX_WAIT, v);
+			raw_futex_wait(e->in_word, v,
+				       e->p->sc->futex_timeout_ms);
 		} else if (e->wait == RAW_URING) {
 			int err = raw_uring_wait(e, v);
 			if (err)
@@ -691,6 +718,18 @@ static const struct lat_scn lat_scns[] = {
 	  .raw_ro = 1,
 	  .desc = "as raw-futex-ro, the reader sleeps in an io_uring "
 		  "FUTEX_WAIT request (as crs's io_uring engine does)",
+	  RAW_PP },
+	{ .name = "raw-uring-defer-ro", .mode = "block", .raw_wait = RAW_URING,
+	  .raw_ro = 1,
+	  .uring_flags = IORING_SETUP_SINGLE_ISSUER |
+			 IORING_SETUP_DEFER_TASKRUN,
+	  .desc = "as raw-uring-ro, the ring set up with SINGLE_ISSUER and "
+		  "DEFER_TASKRUN",
+	  RAW_PP },
+	{ .name = "raw-futex-timed-ro", .mode = "block", .raw_wait = RAW_FUTEX,
+	  .raw_ro = 1, .futex_timeout_ms = 100,
+	  .desc = "as raw-futex-ro with a 100 ms timeout on every FUTEX_WAIT "
+		  "(a wait that checks liveness at each timeout)",
 	  RAW_PP },
 	{ .name = "raw-waitv-ro", .mode = "block", .raw_wait = RAW_WAITV,
 	  .raw_ro = 1,

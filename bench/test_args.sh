@@ -102,7 +102,9 @@ PY
 # named, complete every round and every trip, and the table says what
 # crs-block-uring costs over raw-uring-ro.
 kernel="--section latency --scenario raw-futex-ro --scenario raw-uring
-	--scenario raw-uring-ro --scenario raw-waitv-ro --scenario crs-block-uring
+	--scenario raw-uring-ro --scenario raw-uring-defer-ro
+	--scenario raw-futex-timed-ro --scenario raw-waitv-ro
+	--scenario crs-block-uring
 	--lat-size 32
 	--rounds 1 --lat-secs 0.05 --trips 500 --probe 500"
 timeout 60 "$bench" $kernel >"$tmp/kernel.txt" 2>"$tmp/err" ||
@@ -116,7 +118,8 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 cells = {c["name"]: c for c in doc["latency"]}
 errors = []
-for name in ("raw-futex-ro", "raw-uring", "raw-uring-ro", "raw-waitv-ro",
+for name in ("raw-futex-ro", "raw-uring", "raw-uring-ro",
+             "raw-uring-defer-ro", "raw-futex-timed-ro", "raw-waitv-ro",
              "crs-block-uring"):
     c = cells.get(name)
     if not c or not c["ok"] or len(c["rounds"]) != 1 or c["rounds"][0]["trips"] < 1:
