@@ -584,7 +584,11 @@ void crs_sub_close(crs_sub *sub);
  * (engine "poll"), and where futex_waitv is missing too (kernels before
  * 5.16, strict seccomp profiles) on plain FUTEX_WAIT ("futex"). The same
  * engines serve crs_sub_wait and crs_pub_wait*. A loop and the handles
- * registered with it are used from one thread. */
+ * registered with it are used from one thread. The io_uring is set up
+ * for the thread that made the handle (the kernel then runs a wake
+ * inside that thread's own wait); a handle used from another thread gets
+ * a new ring there at its next wait, and from its second move on one
+ * that any thread may use. */
 typedef struct crs_loop crs_loop;
 
 /* Called when a publisher may be able to publish more: a subscriber
