@@ -32,16 +32,17 @@
  *                 as raw-futex and raw-futex-ro, but the reader sleeps in
  *                 io_uring: an IORING_OP_FUTEX_WAIT request, submitted and
  *                 waited for in one io_uring_enter, as crs's io_uring
- *                 engine sleeps. These three are not limits but the
- *                 kernel's share of crs-block-uring: what is left over
- *                 raw-uring-ro is crs's own. Not run by default.
+ *                 engine slept before it set its ring up for one
+ *                 thread (raw-uring-defer-ro). These are not limits but
+ *                 the kernel's share of crs-block-uring. Not run by
+ *                 default.
  *   raw-uring-defer-ro
  *                 as raw-uring-ro on a ring set up with SINGLE_ISSUER and
  *                 DEFER_TASKRUN (kernel 6.1+): the completion's task work
  *                 runs in the waiter's own io_uring_enter instead of
- *                 interrupting it. What crs's engine could gain with
- *                 those flags, which tie a ring to one thread. Not run
- *                 by default.
+ *                 interrupting it, as crs's engine sets its ring up
+ *                 where the kernel allows: what is left over it is
+ *                 crs's own. Not run by default.
  *   raw-futex-timed-ro
  *                 as raw-futex-ro with a 100 ms timeout on every
  *                 FUTEX_WAIT: the floor of a wait outside io_uring that

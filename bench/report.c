@@ -222,7 +222,7 @@ static void lat_ratio_line(const struct lat_cell *c, const struct lat_cell *x,
 
 static void lat_table(const struct results *res)
 {
-	printf("%-5s %-5s %-15s %-8s %7s %8s %8s %8s %8s %8s %7s %7s %8s "
+	printf("%-5s %-5s %-18s %-8s %7s %8s %8s %8s %8s %8s %7s %7s %8s "
 	       "%5s\n",
 	       "size", "mode", "scenario", "engine", "trips", "p50 us",
 	       "p90 us", "p99 us", "p99.9 us", "max us", "p50/raw", "p99/raw",
@@ -236,13 +236,13 @@ static void lat_table(const struct results *res)
 			for (int k = 0; k < i && !seen; k++)
 				seen = !strcmp(res->lat[k].name, c->name);
 			if (!seen)
-				printf("%-5s %-5s %-15s skipped at every size: "
+				printf("%-5s %-5s %-18s skipped at every size: "
 				       "%s\n", sz, c->mode, c->name,
 				       c->skipped);
 			continue;
 		}
 		if (c->failed == c->n) {
-			printf("%-5s %-5s %-15s FAILED: %s\n", sz, c->mode,
+			printf("%-5s %-5s %-18s FAILED: %s\n", sz, c->mode,
 			       c->name, c->s[0].err);
 			continue;
 		}
@@ -257,7 +257,7 @@ static void lat_table(const struct results *res)
 		snprintf(cl, sizeof(cl), "%d/%d%s", lat_nclean(c), c->n,
 			 c->clean.count ? "" : "*");
 		const struct histo *h = lat_histo(c);
-		printf("%-5s %-5s %-15s %-8s %7" PRIu64
+		printf("%-5s %-5s %-18s %-8s %7" PRIu64
 		       " %8.2f %8.2f %8.2f %8.2f %8.1f %7s %7s %8s %5s%s\n",
 		       sz, c->mode, c->name,
 		       c->s[0].engine[0] ? c->s[0].engine : "-", h->count,
@@ -276,16 +276,26 @@ static void lat_table(const struct results *res)
 		lat_ratio_line(c, x, "");
 	}
 	/* The kernel's share of a crs blocking round trip (latency.c):
-	 * what crs-block-uring costs over the same sleep without crs. */
-	for (int i = 0; i < res->nlat; i++) {
-		const struct lat_cell *c = &res->lat[i];
-		const struct lat_cell *x = lat_find(res, "raw-uring-ro",
-						    c->size);
-		/* Only where crs really slept in io_uring. */
-		if (!ran(x) || !ran(c) || strcmp(c->name, "crs-block-uring") ||
-		    strcmp(c->s[0].engine, "io_uring"))
-			continue;
-		lat_ratio_line(c, x, "; the rest is crs's own");
+	 * what crs-block-uring costs over the same sleep without crs. Its
+	 * ring is set up as raw-uring-defer-ro's where the kernel allows
+	 * (6.1+), else as raw-uring-ro's. */
+	static const char *const uring_refs[] = { "raw-uring-defer-ro",
+						   "raw-uring-ro" };
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < res->nlat; i++) {
+			const struct lat_cell *c = &res->lat[i];
+			const struct lat_cell *x =
+				lat_find(res, uring_refs[k], c->size);
+			/* Only where crs really slept in io_uring. */
+			if (!ran(x) || !ran(c) ||
+			    strcmp(c->name, "crs-block-uring") ||
+			    strcmp(c->s[0].engine, "io_uring"))
+				continue;
+			lat_ratio_line(c, x,
+				       k == 0 ? "; the rest is crs's own"
+					      : "; as crs slept before it "
+						"kept a ring per thread");
+		}
 	}
 	printf("  per-round p50 us [probe after: ns/CPUs]:\n");
 	for (int i = 0; i < res->nlat; i++) {
@@ -294,7 +304,7 @@ static void lat_table(const struct results *res)
 		if (c->skipped)
 			continue;
 		fmt_size(sz, sizeof(sz), c->size);
-		printf("  %-5s %-15s", sz, c->name);
+		printf("  %-5s %-18s", sz, c->name);
 		for (int k = 0; k < c->n; k++)
 			printf("%s %.2f[%.0f/%.1f]",
 			       k && k % 5 == 0 ? "\n                       " : "",
