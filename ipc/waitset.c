@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "futex.h"
 
 #define RING_ENTRIES 256
 /* A ring set up for the one task that submits to it: the task work of a
@@ -52,9 +54,8 @@
  * three runs each). The price: any other task (a thread the handle moved
  * to, a forked child) is refused with EEXIST, and then sets up a ring of
  * its own. A ring whose fd is handed out goes without: whoever polls the
- * fd must see completions that no io_uring_enter of ours has run (a look
- * that must not block enters only when the kernel flags some: uring_poke).
- * Kernels before 6.1 refuse the flags and get a plain ring. */
+ * fd must see completions that no io_uring_enter of ours has run. Kernels
+ * before 6.1 refuse the flags and get a plain ring. */
 #define RING_SOLO                                                              \
 	(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |             \
 	 IORING_SETUP_TASKRUN_FLAG)
@@ -261,24 +262,31 @@ static int queue(struct ipc_waitset *ws, uint64_t key, struct entry *e)
 }
 
 /* Replace the ring with a new one set up by this task (with flags if
- * the kernel takes them), and queue again what was pending on the old
- * one: its requests end with it, and a completion it held that was not
+ * the kernel takes them), and queue every armed entry on it: the old
+ * ring's requests end with it, and a completion it held that was not
  * reaped comes back at once (a futex word that moved, a readable fd).
- * Without a new ring the poll engine takes over. 0 or -errno. */
+ * The old ring's futex waits stay queued on their words until the
+ * kernel cancels them, later (or never, while a forked child keeps its
+ * fd), and so do those whose cancel was queued but never submitted: a
+ * wake of one waiter could go to them instead of the new ring's. Waking
+ * every waiter on our words first makes that impossible; the others
+ * wake for nothing, which every waiter is ready for. Without a new ring
+ * the poll engine takes over. 0 or -errno. */
 static int uring_rebuild(struct ipc_waitset *ws, unsigned flags)
 {
 	io_uring_queue_exit(&ws->ring);
 	ws->timer_at = 0;
-	ws->uring_ok = uring_init(ws, flags) == 0;
-	int err = 0;
 	for (uint32_t key = 0; key < ws->cap; key++) {
 		struct entry *e = &ws->e[key];
-		if (!e->pending)
-			continue;
+		if (e->kind == K_FUTEX)
+			ipc_futex_wake(e->addr, INT_MAX);
 		e->pending = 0;
-		if (ws->uring_ok && e->armed && !err)
-			err = queue(ws, key, e);
 	}
+	ws->uring_ok = uring_init(ws, flags) == 0;
+	int err = 0;
+	for (uint32_t key = 0; key < ws->cap && ws->uring_ok && !err; key++)
+		if (ws->e[key].armed)
+			err = queue(ws, key, &ws->e[key]);
 	return err;
 }
 
@@ -416,18 +424,6 @@ static int timer_before(struct ipc_waitset *ws, int64_t deadline)
 static int wait_poll(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		     int max);
 
-/* Submit what is queued without waiting. A solo ring posts completions
- * only inside an io_uring_enter of ours; the kernel flags any it holds
- * (IORING_SQ_TASKRUN), and only then is a syscall needed for nothing
- * queued. */
-static int uring_poke(struct ipc_waitset *ws)
-{
-	if (ws->solo &&
-	    IO_URING_READ_ONCE(*ws->ring.sq.kflags) & IORING_SQ_TASKRUN)
-		return io_uring_submit_and_get_events(&ws->ring);
-	return io_uring_submit(&ws->ring);
-}
-
 static int wait_uring(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		      int max)
 {
@@ -439,7 +435,11 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 		struct io_uring_cqe *cqe;
 		int err;
 		if (left == 0) {
-			err = uring_poke(ws);
+			/* A solo ring posts completions only inside an
+			 * io_uring_enter of ours: the kernel flags those it
+			 * holds (TASKRUN_FLAG), and liburing then enters
+			 * even with nothing to submit. */
+			err = io_uring_submit(&ws->ring);
 		} else {
 			struct __kernel_timespec ts, *tp = NULL;
 			if (left != INT64_MAX &&
@@ -460,8 +460,8 @@ static int wait_uring(struct ipc_waitset *ws, int64_t deadline, uint64_t *fired,
 			continue;
 		}
 		if (left == 0) {
-			n = reap(ws, fired, max);
-			return err < 0 ? err : n;
+			n = reap(ws, fired, max); /* disarmed: report them */
+			return n || err >= 0 ? n : err;
 		}
 		if (err == -EINTR) { /* a signal: let the caller look */
 			n = reap(ws, fired, max);

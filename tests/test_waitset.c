@@ -6,9 +6,11 @@
  * every wait that was pending on the old one still pending, and lose no
  * wakeup: here a waitset made in the main thread fires for a pipe armed
  * before the move and a futex wake after it in a second thread, then
- * comes back to the main thread and fires there again. And a look that
- * must not block (deadline 0) sees a wake that came while the waiter was
- * not in the kernel, which such a ring posts only when entered.
+ * comes back to the main thread and fires there again. The old ring's
+ * futex waits, kept alive by a forked child that holds its fd, do not
+ * take a wake of one waiter meant for the new ring. And a look that must
+ * not block (deadline 0) sees a wake that came while the waiter was not
+ * in the kernel, which such a ring posts only when entered.
  */
 #include <errno.h>
 #include <linux/futex.h>
@@ -116,6 +118,45 @@ static void test_moves_between_threads(void **state)
 	close(fds[1]);
 }
 
+/* The child keeps the fds it inherited (the first thread's ring among
+ * them) open for a while. */
+static int hold_fds(void *arg, int chan)
+{
+	(void)arg;
+	(void)chan;
+	tu_sleep_ms(2000);
+	return 0;
+}
+
+static void *wait_word(void *arg)
+{
+	struct shared *s = arg;
+	s->err = fires(s->ws, KEY_WORD);
+	return NULL;
+}
+
+static void test_old_ring_takes_no_wake(void **state)
+{
+	(void)state;
+	struct shared s = { .word = 0 };
+	assert_int_equal(ipc_waitset_new(&s.ws), 0);
+	assert_int_equal(ipc_waitset_futex(s.ws, KEY_WORD,
+					   (const void *)&s.word, 0),
+			 0);
+	assert_int_equal(ipc_waitset_submit(s.ws, 0), 0); /* queued */
+	pid_t pid = tu_spawn(hold_fds, NULL, NULL, 30);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, wait_word, &s), 0);
+	tu_sleep_ms(100); /* asleep on its own ring by now */
+	/* As a subscriber wakes its publisher: one waiter. */
+	atomic_store(&s.word, 1);
+	syscall(SYS_futex, (uint32_t *)&s.word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(s.err, 0);
+	assert_int_equal(tu_wait_child(pid, 10000), 0);
+	ipc_waitset_free(s.ws);
+}
+
 static void *wake_now(void *arg)
 {
 	struct later *l = arg;
@@ -157,6 +198,7 @@ int main(void)
 	tu_init();
 	const struct CMUnitTest tests[] = {
 		TU_TEST(test_moves_between_threads),
+		TU_TEST(test_old_ring_takes_no_wake),
 		TU_TEST(test_look_sees_wake),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
