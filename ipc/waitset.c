@@ -48,14 +48,16 @@
 #define RING_ENTRIES 256
 /* A ring set up for the one task that submits to it: the task work of a
  * completion (a futex wake, a hangup) then runs inside the waiter's own
- * io_uring_enter instead of interrupting its sleep, about 0.3-0.5 us
- * less per blocking round trip in a VM (crs-bench raw-uring-defer-ro
- * against raw-uring-ro; crs-block-uring / raw-futex 1.41 against 1.65,
- * three runs each). The price: any other task (a thread the handle moved
- * to, a forked child) is refused with EEXIST, and then sets up a ring of
- * its own. A ring whose fd is handed out goes without: whoever polls the
- * fd must see completions that no io_uring_enter of ours has run. Kernels
- * before 6.1 refuse the flags and get a plain ring. */
+ * io_uring_enter instead of interrupting its sleep, about 0.2 us less
+ * per blocking round trip of 4 us in a VM (crs-block-uring / raw-futex
+ * 1.56 against 1.64 in a same-run A/B, 32 rounds each; the sleep alone,
+ * crs-bench raw-uring-defer-ro against raw-uring-ro, 1.21 against 1.31:
+ * bench/results/2026-12-07-s15). The price: any other task (a thread the
+ * handle moved to, a forked child) is refused with EEXIST, and then sets
+ * up a ring of its own. A ring whose fd is handed out goes without:
+ * whoever polls the fd must see completions that no io_uring_enter of
+ * ours has run. Kernels before 6.1 refuse the flags and get a plain
+ * ring. */
 #define RING_SOLO                                                              \
 	(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |             \
 	 IORING_SETUP_TASKRUN_FLAG)

@@ -31,23 +31,28 @@
 struct shared {
 	struct ipc_waitset *ws;
 	_Atomic uint32_t word;
-	int pipe_rd;
 	int err; /* the second thread's verdict: 0, or what went wrong */
 };
 
-/* Set the word to v after 50 ms, then wake whoever sleeps on it. */
+/* Set *word to v, then wake up to n of its sleepers. */
+static void set_and_wake(_Atomic uint32_t *word, uint32_t v, int n)
+{
+	atomic_store(word, v);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+/* A word to set to v, and wake all on, from another thread. */
 struct later {
 	_Atomic uint32_t *word;
 	uint32_t v;
 };
 
+/* After 50 ms. */
 static void *set_later(void *arg)
 {
 	struct later *l = arg;
 	tu_sleep_ms(50);
-	atomic_store(l->word, l->v);
-	syscall(SYS_futex, (uint32_t *)l->word, FUTEX_WAKE, INT32_MAX, NULL,
-		NULL, 0);
+	set_and_wake(l->word, l->v, INT32_MAX);
 	return NULL;
 }
 
@@ -96,7 +101,6 @@ static void test_moves_between_threads(void **state)
 	struct shared s = { .word = 0 };
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
-	s.pipe_rd = fds[0];
 	assert_int_equal(ipc_waitset_new(&s.ws), 0);
 	const char *engine = ipc_waitset_engine(s.ws);
 	assert_int_equal(ipc_waitset_poll(s.ws, KEY_PIPE, fds[0], POLLIN), 0);
@@ -147,22 +151,19 @@ static void test_old_ring_takes_no_wake(void **state)
 	pid_t pid = tu_spawn(hold_fds, NULL, NULL, 30);
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, wait_word, &s), 0);
-	tu_sleep_ms(100); /* asleep on its own ring by now */
-	/* As a subscriber wakes its publisher: one waiter. */
-	atomic_store(&s.word, 1);
-	syscall(SYS_futex, (uint32_t *)&s.word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	tu_sleep_ms(100);	     /* asleep on its own ring by now */
+	set_and_wake(&s.word, 1, 1); /* as a subscriber wakes its publisher */
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(s.err, 0);
 	assert_int_equal(tu_wait_child(pid, 10000), 0);
 	ipc_waitset_free(s.ws);
 }
 
+/* At once. */
 static void *wake_now(void *arg)
 {
 	struct later *l = arg;
-	atomic_store(l->word, l->v);
-	syscall(SYS_futex, (uint32_t *)l->word, FUTEX_WAKE, INT32_MAX, NULL,
-		NULL, 0);
+	set_and_wake(l->word, l->v, INT32_MAX);
 	return NULL;
 }
 
